@@ -1,0 +1,2 @@
+import { expect, it } from "vitest";
+it("adds", () => expect(1 + 1).toBe(2));

@@ -1,0 +1,76 @@
+// The error catalogue: every HTTP error the gateway returns is an ApiError rendered by renderError,
+// in SPEC's envelope {"detail": {"response", "cause"}}. Nothing else formats errors.
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+export class ApiError extends Error {
+  readonly status: ContentfulStatusCode;
+  readonly response: string;
+  readonly cause: string;
+  readonly headers: Record<string, string>;
+
+  constructor(status: ContentfulStatusCode, response: string, cause: string, headers: Record<string, string> = {}) {
+    super(`${status} ${response}: ${cause}`);
+    this.name = "ApiError";
+    this.status = status;
+    this.response = response;
+    this.cause = cause;
+    this.headers = headers;
+  }
+
+  get body(): ErrorBody {
+    return { detail: { response: this.response, cause: this.cause } };
+  }
+}
+
+export interface ErrorBody {
+  detail: { response: string; cause: string };
+}
+
+export function renderError(error: ApiError): Response {
+  return Response.json(error.body, { status: error.status, headers: error.headers });
+}
+
+// Named constructors for the errors SPEC and REFERENCE list, so every route says the same words.
+export const errors = {
+  configNotLoaded: (cause = "configuration has not been initialized") =>
+    new ApiError(500, "Configuration is not loaded", cause),
+  internal: (cause = "An unexpected error occurred") => new ApiError(500, "Internal server error", cause),
+
+  invalidFormat: (cause: string) => new ApiError(422, "Invalid request format", cause),
+  missingAttributes: (cause: string) => new ApiError(422, "Missing required attributes", cause),
+  invalidValue: (cause: string) => new ApiError(422, "Invalid attribute value", cause),
+
+  unauthorized: (cause: string) =>
+    new ApiError(401, "Missing or invalid credentials provided by client", cause, {
+      "WWW-Authenticate": 'Bearer realm="parley"',
+    }),
+  endpointForbidden: (userId: string) =>
+    new ApiError(403, "User does not have permission to access this endpoint", `User ${userId} is not authorized to access this endpoint.`),
+  actionForbidden: (cause: string) => new ApiError(403, "User does not have permission to perform this action", cause),
+  modelOverrideForbidden: () =>
+    new ApiError(
+      403,
+      "This instance does not permit overriding model/provider in the query request (missing permission: MODEL_OVERRIDE). Please remove the model and provider fields from your request.",
+      "User lacks model_override permission required to override model/provider.",
+    ),
+
+  invalidConversationId: (id: string) =>
+    new ApiError(400, "Invalid conversation ID format", `conversation id ${id} has invalid format`),
+  notFound: (resource: string, id: string) =>
+    new ApiError(404, `${resource} not found`, `${resource} with ID ${id} does not exist`),
+  modelNotFound: (model: string) => new ApiError(404, "Model not found", `Model with ID ${model} is not configured`),
+  routeNotFound: (path: string) => new ApiError(404, "Not found", `No endpoint at ${path}`),
+  methodNotAllowed: (method: string, path: string) =>
+    new ApiError(405, "Method not allowed", `${method} is not allowed on ${path}`),
+
+  conflict: (response: string, cause: string) => new ApiError(409, response, cause),
+  promptTooLong: () => new ApiError(413, "Prompt is too long", "The prompt exceeds the maximum allowed length."),
+  fileTooLarge: (limit: number) => new ApiError(413, "File too large", `The file exceeds the maximum size of ${limit} bytes.`),
+
+  quotaExceeded: (cause: string) => new ApiError(429, "The quota has been exceeded", cause),
+  modelQuotaExceeded: (model: string) =>
+    new ApiError(429, "The model quota has been exceeded", `token quota for model ${model} exceeded`),
+
+  backendUnavailable: (cause = "Connection error while trying to reach backend service.") =>
+    new ApiError(503, "Unable to connect to the inference backend", cause),
+} as const;
