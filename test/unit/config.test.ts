@@ -1,0 +1,582 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { parseInterval } from "../../worker/config/interval.ts";
+import { type ParseConfigResult, parseConfig } from "../../worker/config/load.ts";
+import { REDACTED, redactConfig } from "../../worker/config/redact.ts";
+import { type Config, isUnifiedRag } from "../../worker/config/schema.ts";
+
+const MINIMAL = "inference_backend:\n  url: http://127.0.0.1:8321/v1\n";
+
+function accepted(result: ParseConfigResult): Config {
+  if (!result.ok) throw new Error(`expected the document to parse:\n${result.problems.join("\n")}`);
+  return result.config;
+}
+
+function problemsOf(result: ParseConfigResult): string[] {
+  if (result.ok) throw new Error("expected the document to be rejected");
+  return result.problems;
+}
+
+const problems = (text: string, env: Record<string, unknown> = {}) => problemsOf(parseConfig(text, env));
+
+// Every section, the deprecated rag form. Secrets come in through the environment.
+const FULL = `
+name: Full Parley
+deployment_environment: production
+service:
+  host: 127.0.0.1
+  port: 9090
+  base_url: https://parley.example.com
+  auth_enabled: true
+  workers: 4
+  color_log: false
+  access_log: true
+  tls_config:
+    tls_certificate_path: /certs/tls.crt
+    tls_key_path: /certs/tls.key
+    tls_key_password: /certs/key-password
+  root_path: /parley
+  cors:
+    allow_origins: [https://app.example.com]
+    allow_credentials: true
+    allow_methods: [GET, POST]
+    allow_headers: [Authorization]
+inference_backend:
+  url: https://backend.example.com/v1
+  api_key: \${env.BACKEND_KEY}
+  use_as_library_client: false
+  library_client_config_path: /etc/backend.yaml
+  timeout: 60
+  max_retries: 3
+  retry_delay: 2
+  allow_degraded_mode: true
+  config:
+    baseline: empty
+    profile: /etc/profile.yaml
+    native_override: {telemetry: {enabled: false}}
+inference:
+  default_model: gpt-test
+  default_provider: openai
+  context_windows: {gpt-test: 128000}
+  providers:
+    - type: openai
+      api_key_env: OPENAI_API_KEY
+      allowed_models: [gpt-test]
+      extra: {organization: acme, api_key: sk-extra}
+authentication:
+  module: jwk-token
+  skip_tls_verification: false
+  skip_for_health_probes: true
+  skip_for_metrics: true
+  k8s_cluster_api: https://k8s.example.com:6443
+  k8s_ca_cert_path: /var/run/ca.crt
+  jwk_config:
+    url: https://keys.example.com/jwks.json
+    jwt_configuration:
+      user_id_claim: sub
+      username_claim: preferred_username
+      role_rules:
+        - {jsonpath: "$.groups[*]", operator: contains, value: admins, roles: [admin]}
+        - {jsonpath: "$.email", operator: match, value: "@example\\\\.com$", roles: [staff], negate: false}
+        - {jsonpath: "$.tier", operator: in, value: [gold, silver], roles: [paid]}
+  api_key_config:
+    api_key: \${env.GATEWAY_KEY}
+  rh_identity_config:
+    required_entitlements: [rhel]
+    max_header_size: 4096
+  trusted_proxy_config:
+    user_header: x-remote-user
+    allowed_service_accounts:
+      - {namespace: proxies, name: oauth-proxy}
+authorization:
+  access_rules:
+    - {role: admin, actions: [admin, MODEL_OVERRIDE]}
+    - {role: "*", actions: [query]}
+customization:
+  profile_path: /etc/profile.py
+  disable_query_system_prompt: true
+  disable_shield_ids_override: true
+  system_prompt_path: /etc/prompt.txt
+  system_prompt: You are helpful.
+  agent_card_path: /etc/card.yaml
+  agent_card_config: {name: Parley, protocolVersion: 0.3.0}
+  custom_profile:
+    path: /etc/custom.py
+    prompts: {default: Be brief.}
+mcp_servers:
+  - name: files
+    url: http://127.0.0.1:9000/mcp
+    authorization_headers: {Authorization: /var/secrets/mcp-token}
+    headers: [X-Request-Id]
+    require_approval: always
+    timeout: 30
+  - name: tickets
+    provider_id: custom
+    url: https://tickets.example.com/mcp
+    authorization_headers: {Authorization: client}
+    require_approval: {always: [delete_ticket], never: [list_tickets]}
+approvals:
+  approval_timeout_seconds: 300
+  approval_retention_days: 7
+compaction:
+  enabled: true
+  threshold_ratio: 0.7
+  token_floor: 2048
+  buffer_turns: 3
+  buffer_max_ratio: 0.4
+conversation_cache:
+  type: sqlite
+  sqlite: {db_path: /tmp/cache.db}
+database:
+  postgres:
+    host: db.example.com
+    port: \${env.PG_PORT}
+    db: parley
+    user: parley
+    password: \${env.PG_PASSWORD}
+    namespace: gateway
+    ssl_mode: require
+    gss_encmode: disable
+    ca_cert_path: /certs/pg.crt
+    ws_proxy: ws://127.0.0.1:5433
+a2a_state:
+  sqlite: {db_path: /tmp/a2a.db}
+quota_handlers:
+  postgres: {db: quota, user: quota, password: quota-password}
+  limiters:
+    - {type: user_limiter, name: user_daily, initial_quota: 1000, quota_increase: 0, period: 1 day}
+    - {type: cluster_limiter, name: cluster_monthly, initial_quota: 100000, quota_increase: 100, period: 1 month}
+  scheduler: {period: 5, database_reconnection_count: 3, database_reconnection_delay: 2}
+  enable_token_history: true
+user_data_collection:
+  feedback_enabled: true
+  feedback_storage: feedback
+  transcripts_enabled: true
+  transcripts_storage: transcripts
+  data_collector:
+    enabled: true
+    ingress_server_url: https://ingress.example.com/upload
+    ingress_server_auth_token: \${env.INGRESS_TOKEN}
+    ingress_content_service_name: parley
+    collection_interval: 600
+    cleanup_after_send: false
+    connection_timeout_seconds: 10
+byok_rag:
+  - rag_id: docs
+    embedding_model: sentence-transformers/all-mpnet-base-v2
+    embedding_dimension: 768
+    vector_db_id: vs_docs
+    db_path: /data/docs.faiss
+    score_multiplier: 1.2
+  - rag_id: kb
+    rag_type: remote::pgvector
+    vector_db_id: vs_kb
+    host: pg.example.com
+    port: 5432
+    db: vectors
+    user: rag
+    password: rag-password
+rag:
+  inline: [docs, okp]
+  tool: [kb]
+portal:
+  portal_url: https://portal.example.com
+  offline: false
+  chunk_filter_query: "product:*openshift*"
+reranker:
+  enabled: true
+  model: cross-encoder/ms-marco-MiniLM-L6-v2
+rlsapi_v1:
+  allow_verbose_infer: true
+  quota_subject: org_id
+splunk:
+  enabled: true
+  url: https://splunk.example.com:8088
+  token_path: /var/secrets/splunk
+  index: parley
+  source: parley-test
+  timeout: 3
+  verify_ssl: false
+azure_entra_id:
+  tenant_id: tenant
+  client_id: client
+  client_secret: \${env.ENTRA_SECRET}
+  scope: api://parley/.default
+skills:
+  paths: [/skills]
+shields:
+  - {name: llama-guard, model: llama-guard-3, provider_id: moderation, output: true, message: Sorry.}
+  - {name: input-only}
+`;
+
+const FULL_ENV = {
+  BACKEND_KEY: "sk-backend-secret",
+  GATEWAY_KEY: "gateway-secret",
+  PG_PORT: "6543",
+  PG_PASSWORD: "pg-secret",
+  INGRESS_TOKEN: "ingress-secret",
+  ENTRA_SECRET: "entra-secret",
+};
+
+const UNIFIED_RAG = `
+inference_backend: {url: "http://127.0.0.1:8321/v1"}
+rag:
+  byok:
+    max_chunks: 8
+    stores:
+      - {rag_id: docs, backend: faiss, vector_db_id: vs_docs, db_path: /data/docs.faiss, score_multiplier: 2}
+      - {rag_id: kb, backend: pgvector, vector_db_id: vs_kb, password: "\${env.KB_PASSWORD}"}
+  retrieval:
+    inline:
+      sources: [docs, okp]
+      max_chunks: 6
+      reranker: {enabled: true, model: cross-encoder/test}
+    tool:
+      sources: [kb]
+  okp:
+    portal_url: https://portal.example.com
+    offline: true
+    chunk_filter_query: "product:*rhel*"
+    max_chunks: 4
+`;
+
+describe("parseConfig", () => {
+  it("accepts the bundled config/parley.yaml and fills defaults", () => {
+    const text = readFileSync(new URL("../../config/parley.yaml", import.meta.url).pathname, "utf8");
+    const config = accepted(parseConfig(text, { PARLEY_BACKEND_URL: "http://127.0.0.1:8321/v1" }));
+    expect(config.inference_backend.url).toBe("http://127.0.0.1:8321/v1");
+    expect(config.inference_backend).toMatchObject({ timeout: 180, max_retries: 2, retry_delay: 1 });
+    expect(config.service).toMatchObject({ host: "0.0.0.0", port: 8080, workers: 1, root_path: "" });
+    expect(config.service.cors.allow_origins).toEqual(["*"]);
+    expect(config.authentication.module).toBe("noop");
+    expect(config.authorization).toBeUndefined();
+    expect(config.mcp_servers).toEqual([]);
+    expect(config.shields).toEqual([]);
+    expect(config.database).toEqual({});
+    expect(config.quota_handlers).toMatchObject({ limiters: [], enable_token_history: false });
+    expect(config.quota_handlers.scheduler).toEqual({
+      period: 1,
+      database_reconnection_count: 10,
+      database_reconnection_delay: 1,
+    });
+    expect(config.user_data_collection.data_collector).toMatchObject({
+      enabled: false,
+      collection_interval: 7200,
+      connection_timeout_seconds: 30,
+    });
+    expect(config.compaction).toEqual({
+      enabled: false,
+      threshold_ratio: 0.8,
+      token_floor: 4096,
+      buffer_turns: 4,
+      buffer_max_ratio: 0.5,
+    });
+    expect(config.approvals).toEqual({ approval_timeout_seconds: 600, approval_retention_days: 30 });
+    expect(config.deployment_environment).toBe("development");
+  });
+
+  it("accepts a document using every section, with the deprecated rag form", () => {
+    const config = accepted(parseConfig(FULL, FULL_ENV));
+    expect(config.name).toBe("Full Parley");
+    expect(config.inference_backend.api_key).toBe("sk-backend-secret");
+    expect(config.database.postgres).toMatchObject({ port: 6543, password: "pg-secret", ws_proxy: "ws://127.0.0.1:5433" });
+    expect(config.quota_handlers.limiters.map((limiter) => limiter.period)).toEqual([86_400, 2_592_000]);
+    expect(config.quota_handlers.postgres).toMatchObject({ host: "localhost", port: 5432, namespace: "public" });
+    expect(config.authentication.jwk_config?.jwt_configuration.role_rules[1]).toMatchObject({
+      operator: "match",
+      value: "@example\\.com$",
+      negate: false,
+    });
+    expect(config.mcp_servers[0]).toMatchObject({ provider_id: "model-context-protocol", headers: ["X-Request-Id"] });
+    expect(config.mcp_servers[1].require_approval).toEqual({ always: ["delete_ticket"], never: ["list_tickets"] });
+    expect(config.byok_rag[1]).toMatchObject({ rag_type: "remote::pgvector", embedding_dimension: 768, score_multiplier: 1 });
+    expect(config.rag).toEqual({ inline: ["docs", "okp"], tool: ["kb"] });
+    expect(config.portal).toMatchObject({ offline: false, vector_db_id: "portal-rag" });
+    expect(config.shields[1]).toEqual({ name: "input-only", input: true, output: false });
+    expect(config.azure_entra_id?.client_secret).toBe("entra-secret");
+  });
+
+  it("accepts the unified 0.7.0 rag form and fills its defaults", () => {
+    const config = accepted(parseConfig(UNIFIED_RAG, { KB_PASSWORD: "kb-secret" }));
+    const rag = config.rag;
+    if (rag === undefined || !isUnifiedRag(rag)) throw new Error("expected the unified rag form");
+    expect(rag.byok.stores[1]).toMatchObject({ backend: "pgvector", password: "kb-secret", score_multiplier: 1 });
+    expect(rag.retrieval.inline).toEqual({
+      sources: ["docs", "okp"],
+      max_chunks: 6,
+      reranker: { enabled: true, model: "cross-encoder/test" },
+    });
+    expect(rag.retrieval.tool).toEqual({ sources: ["kb"], max_chunks: 10 });
+    expect(rag.okp).toMatchObject({ offline: true, max_chunks: 4, vector_db_id: "portal-rag" });
+  });
+
+  it("rejects mixing the unified rag form with the deprecated sections", () => {
+    const text = `${UNIFIED_RAG}\nreranker: {enabled: true}\n`;
+    expect(problems(text, { KB_PASSWORD: "x" })).toEqual([
+      "reranker: deprecated section; cannot be combined with the unified rag section",
+    ]);
+  });
+
+  it("reports rag mistakes against the form being written", () => {
+    expect(problems(`${MINIMAL}rag: {inline: okp}\n`)).toEqual([
+      "rag.inline: Invalid input: expected array, received string",
+    ]);
+    expect(problems(`${MINIMAL}rag: {inline: [okp], retrieval: {inline: {sources: okp}}}\n`)).toEqual([
+      "rag.retrieval.inline.sources: Invalid input: expected array, received string",
+      "rag.inline: unknown key",
+    ]);
+  });
+
+  it("rejects rag ids that name no configured store", () => {
+    const text = `${MINIMAL}rag: {inline: [okp, missing]}\n`;
+    expect(problems(text)).toEqual([
+      'rag.inline.1: unknown rag id "missing" (expected a configured rag_id or "okp")',
+    ]);
+  });
+
+  it("names unknown keys by path, at the top level and nested", () => {
+    const text = `${MINIMAL}colour: blue\nservice:\n  prot: 8080\nmcp_servers:\n  - {name: a, url: "http://127.0.0.1:1", extra: 1}\n`;
+    expect(problems(text).sort()).toEqual([
+      "colour: unknown key",
+      "mcp_servers.0.extra: unknown key",
+      "service.prot: unknown key",
+    ]);
+  });
+
+  it("reports wrong types and missing fields by path", () => {
+    const text = "service:\n  port: eighty\n  auth_enabled: yes-please\nauthentication:\n  module: magic\n";
+    const found = problems(text);
+    expect(found).toContain("inference_backend: required");
+    expect(found.some((line) => line.startsWith("service.port: ") && line.includes("expected number"))).toBe(true);
+    expect(found.some((line) => line.startsWith("service.auth_enabled: ") && line.includes("expected boolean"))).toBe(true);
+    expect(found.some((line) => line.startsWith("authentication.module: "))).toBe(true);
+    expect(found).toHaveLength(4);
+  });
+
+  it("reports out-of-range numbers", () => {
+    const text = `${MINIMAL}service: {port: 70000}\ncompaction: {threshold_ratio: 1.5}\n`;
+    const found = problems(text);
+    expect(found.map((line) => line.split(":")[0])).toEqual(["service.port", "compaction.threshold_ratio"]);
+  });
+
+  it("requires https for the key server unless it is on this machine", () => {
+    const jwk = (url: string) =>
+      `${MINIMAL}authentication:\n  module: jwk-token\n  jwk_config:\n    url: ${JSON.stringify(url)}\n`;
+    expect(problems(jwk("http://keys.example.com/jwks"))).toEqual([
+      "authentication.jwk_config.url: expected an https URL",
+    ]);
+    expect(problems(jwk("not a url"))).toEqual(["authentication.jwk_config.url: expected an https URL"]);
+    for (const url of ["https://keys.example.com/jwks", "http://127.0.0.1:9999/jwks", "http://localhost/jwks", "http://[::1]:80/jwks"]) {
+      expect(parseConfig(jwk(url), {}).ok, url).toBe(true);
+    }
+  });
+
+  it("checks fields that depend on each other", () => {
+    expect(problems(`${MINIMAL}authentication: {module: jwk-token}\n`)).toEqual([
+      "authentication.jwk_config: required when module is jwk-token",
+    ]);
+    expect(problems(`${MINIMAL}authentication: {module: api-key-token}\n`)).toEqual([
+      "authentication.api_key_config: required when module is api-key-token",
+    ]);
+    expect(problems(`${MINIMAL}inference: {default_model: m}\n`)).toEqual([
+      "inference.default_provider: required when default_model is set",
+    ]);
+    expect(problems(`${MINIMAL}database: {sqlite: {db_path: a}, postgres: {db: d, user: u}}\n`)).toEqual([
+      "database.postgres: configure sqlite or postgres, not both",
+    ]);
+    expect(problems(`${MINIMAL}byok_rag: [{rag_id: a, vector_db_id: v}]\n`)).toEqual([
+      "byok_rag.0.db_path: required for a faiss store",
+    ]);
+  });
+
+  it("checks role rules", () => {
+    const rules = (rule: string) =>
+      `${MINIMAL}authentication:\n  module: jwk-token\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration:\n      role_rules: [${rule}]\n`;
+    expect(problems(rules('{jsonpath: "$.a", operator: equals, value: 1, roles: ["*"]}'))).toEqual([
+      'authentication.jwk_config.jwt_configuration.role_rules.0.roles.0: "*" cannot be granted by a rule',
+    ]);
+    expect(problems(rules('{jsonpath: "a", operator: equals, value: 1, roles: []}'))).toEqual([
+      'authentication.jwk_config.jwt_configuration.role_rules.0.jsonpath: must start with "$"',
+      "authentication.jwk_config.jwt_configuration.role_rules.0.roles: must list at least one role",
+    ]);
+    expect(problems(rules('{jsonpath: "$.a", operator: match, value: "(", roles: [r]}'))).toEqual([
+      "authentication.jwk_config.jwt_configuration.role_rules.0.value: invalid regular expression",
+    ]);
+  });
+
+  it("requires unique limiter, MCP server and shield names", () => {
+    const text = `${MINIMAL}quota_handlers:
+  limiters:
+    - {type: user_limiter, name: daily, initial_quota: 10, quota_increase: 0, period: 1 day}
+    - {type: cluster_limiter, name: daily, initial_quota: 10, quota_increase: 0, period: 1 day}
+mcp_servers:
+  - {name: tools, url: "http://127.0.0.1:1"}
+  - {name: tools, url: "http://127.0.0.1:2"}
+shields:
+  - {name: guard}
+  - {name: guard}
+`;
+    expect(problems(text)).toEqual([
+      'mcp_servers.1.name: duplicate MCP server name "tools"',
+      'quota_handlers.limiters.1.name: duplicate limiter name "daily"',
+      'shields.1.name: duplicate shield name "guard"',
+    ]);
+  });
+
+  it("explains a require_approval value that fits neither form", () => {
+    const text = `${MINIMAL}mcp_servers: [{name: a, url: "http://127.0.0.1:1", require_approval: sometimes}]\n`;
+    const found = problems(text);
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatch(/^mcp_servers\.0\.require_approval: .*"always"/);
+  });
+
+  it("turns a quota period into seconds and rejects one it cannot read", () => {
+    const limiter = (period: string) =>
+      `${MINIMAL}quota_handlers:\n  limiters:\n    - {type: user_limiter, name: u, initial_quota: 1, quota_increase: 0, period: ${period}}\n`;
+    expect(accepted(parseConfig(limiter("12 hours"), {})).quota_handlers.limiters[0].period).toBe(43_200);
+    expect(accepted(parseConfig(limiter("90"), {})).quota_handlers.limiters[0].period).toBe(90);
+    expect(accepted(parseConfig(limiter('"90"'), {})).quota_handlers.limiters[0].period).toBe(90);
+    expect(problems(limiter("fortnightly"))).toEqual([
+      'quota_handlers.limiters.0.period: expected a positive interval such as "1 day", "12 hours", "30 minutes" or a number of seconds',
+    ]);
+  });
+});
+
+describe("environment references", () => {
+  it("resolves ${env.NAME} anywhere inside a string", () => {
+    const text = "inference_backend:\n  url: http://${env.HOST}:8321/v1\n  api_key: ${env.KEY}\n";
+    const config = accepted(parseConfig(text, { HOST: "127.0.0.1", KEY: "sk-1" }));
+    expect(config.inference_backend.url).toBe("http://127.0.0.1:8321/v1");
+    expect(config.inference_backend.api_key).toBe("sk-1");
+  });
+
+  it("reads numbers and switches from variables, which are always text", () => {
+    const text = `${MINIMAL}service: {port: "\${env.PORT}", auth_enabled: "\${env.AUTH}"}\n`;
+    const config = accepted(parseConfig(text, { PORT: "9000", AUTH: "true" }));
+    expect(config.service).toMatchObject({ port: 9000, auth_enabled: true });
+  });
+
+  it("uses the := fallback only when the variable is unset", () => {
+    const text = "inference_backend:\n  url: ${env.URL:=http://127.0.0.1:1/v1}\n";
+    expect(accepted(parseConfig(text, {})).inference_backend.url).toBe("http://127.0.0.1:1/v1");
+    expect(accepted(parseConfig(text, { URL: "https://b.example.com" })).inference_backend.url).toBe("https://b.example.com");
+  });
+
+  it("reports a missing variable once, at the field that names it", () => {
+    const text = "inference_backend:\n  url: ${env.PARLEY_BACKEND_URL}\n  api_key: ${env.KEY}\n";
+    expect(problems(text, { KEY: { not: "a string" } })).toEqual([
+      "inference_backend.url: environment variable PARLEY_BACKEND_URL is not set",
+      "inference_backend.api_key: environment variable KEY is not a string",
+    ]);
+  });
+});
+
+describe("document formats", () => {
+  it("reads JSON", () => {
+    const text = JSON.stringify({ inference_backend: { url: "http://127.0.0.1:8321/v1" }, service: { port: 9000 } });
+    expect(accepted(parseConfig(text, {})).service.port).toBe(9000);
+  });
+
+  it("reports broken JSON and YAML as one document problem", () => {
+    const json = problems('{"inference_backend": ');
+    expect(json).toHaveLength(1);
+    expect(json[0]).toMatch(/^document: /);
+    expect(problems("a: [1\n")).toEqual([
+      "document: Flow sequence in block collection must be sufficiently indented and end with a ] at line 2, column 1",
+    ]);
+    expect(problems("service: {port: 1}\nservice: {port: 2}\n")).toEqual([
+      "document: Map keys must be unique at line 2, column 1",
+    ]);
+  });
+
+  it("rejects an empty document and one that is not a mapping", () => {
+    expect(problems("")).toEqual(["document: the configuration is empty"]);
+    expect(problems("- a\n- b\n")).toHaveLength(1);
+    expect(problems("- a\n- b\n")[0]).toMatch(/^document: /);
+  });
+});
+
+describe("parseInterval", () => {
+  it.each([
+    ["1 day", 86_400],
+    ["2 days", 172_800],
+    ["12 hours", 43_200],
+    ["1 hour", 3_600],
+    ["30 minutes", 1_800],
+    ["1 minute", 60],
+    ["45 seconds", 45],
+    ["1 second", 1],
+    ["1 week", 604_800],
+    ["2 weeks", 1_209_600],
+    ["1 month", 2_592_000],
+    ["3 months", 7_776_000],
+    ["1 Day", 86_400],
+    ["  5 MINUTES ", 300],
+    ["1 hour 30 minutes", 5_400],
+    ["1 day, 12 hours", 129_600],
+    ["1.5 hours", 5_400],
+    ["0.1 hours", 360],
+    ["45s", 45],
+    ["12h", 43_200],
+    ["3600", 3_600],
+    ["  60 ", 60],
+    [90, 90],
+  ] as const)("%j is %d seconds", (text, expected) => {
+    expect(parseInterval(text)).toBe(expected);
+  });
+
+  it.each(["", "day", "0", "0 days", "-1 day", "1 fortnight", "1 day later", "one day", "1.5", "1day2hours", "1e3"])(
+    "%j is not an interval",
+    (text) => {
+      expect(parseInterval(text)).toBeNull();
+    },
+  );
+
+  it.each([0, -5, 1.5, Number.NaN, Number.POSITIVE_INFINITY])("%d seconds is not an interval", (value) => {
+    expect(parseInterval(value)).toBeNull();
+  });
+});
+
+describe("redactConfig", () => {
+  const config = accepted(parseConfig(FULL, FULL_ENV));
+  const redacted = redactConfig(config) as Config;
+  const shown = JSON.stringify(redacted);
+
+  it("hides every secret", () => {
+    expect(redacted.inference_backend.api_key).toBe(REDACTED);
+    expect(redacted.authentication.api_key_config?.api_key).toBe(REDACTED);
+    expect(redacted.database.postgres?.password).toBe(REDACTED);
+    expect(redacted.quota_handlers.postgres?.password).toBe(REDACTED);
+    expect(redacted.byok_rag[1].password).toBe(REDACTED);
+    expect(redacted.azure_entra_id?.client_secret).toBe(REDACTED);
+    expect(redacted.user_data_collection.data_collector.ingress_server_auth_token).toBe(REDACTED);
+    expect(redacted.service.tls_config.tls_key_password).toBe(REDACTED);
+    expect(redacted.inference.providers[0].extra?.api_key).toBe(REDACTED);
+    expect(redacted.mcp_servers.map((server) => server.authorization_headers)).toEqual([
+      { Authorization: REDACTED },
+      { Authorization: REDACTED },
+    ]);
+    for (const value of [...Object.values(FULL_ENV).filter((value) => value !== "6543"), "quota-password", "rag-password", "sk-extra"]) {
+      expect(shown).not.toContain(value);
+    }
+  });
+
+  it("keeps everything that is not a secret, and leaves the original alone", () => {
+    expect(redacted.inference_backend.url).toBe("https://backend.example.com/v1");
+    expect(redacted.inference.providers[0].api_key_env).toBe("OPENAI_API_KEY");
+    expect(redacted.splunk.token_path).toBe("/var/secrets/splunk");
+    expect(redacted.authentication.jwk_config?.jwt_configuration.user_id_claim).toBe("sub");
+    expect(redacted.quota_handlers.enable_token_history).toBe(true);
+    expect(redacted.database.postgres?.user).toBe("parley");
+    expect(redacted.service.tls_config.tls_key_path).toBe("/certs/tls.key");
+    expect(redacted.mcp_servers[0].url).toBe("http://127.0.0.1:9000/mcp");
+    expect(config.inference_backend.api_key).toBe("sk-backend-secret");
+    expect(config.mcp_servers[0].authorization_headers.Authorization).toBe("/var/secrets/mcp-token");
+  });
+
+  it("hides a password written inside a URL", () => {
+    const text = "inference_backend:\n  url: https://user:${env.PW}@backend.example.com/v1\n";
+    const hidden = redactConfig(accepted(parseConfig(text, { PW: "hunter2" }))) as Config;
+    expect(hidden.inference_backend.url).toBe(`https://user:${REDACTED}@backend.example.com/v1`);
+  });
+});

@@ -1,0 +1,111 @@
+import { parse as parseYaml } from "yaml";
+import type { z } from "zod";
+import { type Config, ConfigSchema } from "./schema.ts";
+
+export type ParseConfigResult = { ok: true; config: Config } | { ok: false; problems: string[] };
+
+type Path = readonly PropertyKey[];
+
+/** A problem found before validation, kept with its path so validation does not repeat it. */
+type Problem = { path: Path; message: string };
+
+/**
+ * Reads a configuration document (YAML, or JSON), resolves `${env.NAME}` references against
+ * `env` and validates it. Problems come back all at once, one `<dotted.path>: <message>` each,
+ * so an operator can fix a document in one pass.
+ */
+export function parseConfig(text: string, env: Record<string, unknown>): ParseConfigResult {
+  const document = parseDocument(text);
+  if (!document.ok) return { ok: false, problems: [`document: ${document.message}`] };
+  if (document.value === null || document.value === undefined) {
+    return { ok: false, problems: ["document: the configuration is empty"] };
+  }
+
+  const envProblems: Problem[] = [];
+  const resolved = resolveReferences(document.value, env, [], envProblems);
+  const result = ConfigSchema.safeParse(resolved);
+
+  // An unresolved reference also fails validation where it sits; saying so twice is noise.
+  const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue)).filter(
+    (problem) => !envProblems.some((envProblem) => covers(envProblem.path, problem.path)),
+  );
+  const problems = [...envProblems, ...schemaProblems].map(({ path, message }) => `${dotted(path)}: ${message}`);
+
+  if (problems.length > 0 || !result.success) return { ok: false, problems };
+  return { ok: true, config: result.data };
+}
+
+function parseDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
+  const source = text.replace(/^\uFEFF/, "");
+  try {
+    // YAML would accept JSON too, but its messages about broken JSON talk about YAML flow maps.
+    if (source.trimStart().startsWith("{")) return { ok: true, value: JSON.parse(source) };
+    return { ok: true, value: parseYaml(source) };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    // The yaml package appends a multi-line excerpt of the source; the first line says it all.
+    return { ok: false, message: message.split("\n")[0].replace(/:$/, "") };
+  }
+}
+
+// `${env.NAME}` or `${env.NAME:=fallback}` (the fallback form is the one Llama Stack configs use).
+const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}/g;
+
+function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, problems: Problem[]): unknown {
+  if (typeof value === "string") return resolveString(value, env, path, problems);
+  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], problems));
+  if (isRecord(value)) {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], problems)]),
+    );
+  }
+  return value;
+}
+
+function resolveString(text: string, env: Record<string, unknown>, path: Path, problems: Problem[]): string {
+  return text.replace(REFERENCE, (reference, name: string, fallback: string | undefined) => {
+    const value = env[name];
+    if (typeof value === "string") return value;
+    if (value === undefined && fallback !== undefined) return fallback;
+    problems.push({
+      path,
+      message:
+        value === undefined
+          ? `environment variable ${name} is not set`
+          : `environment variable ${name} is not a string`,
+    });
+    return reference;
+  });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function describeIssue(issue: z.core.$ZodIssue): Problem[] {
+  switch (issue.code) {
+    case "unrecognized_keys":
+      return issue.keys.map((key) => ({ path: [...issue.path, key], message: "unknown key" }));
+    case "invalid_union": {
+      // Report the alternative the document came closest to, rather than "Invalid input".
+      const closest = issue.errors.reduce<z.core.$ZodIssue[] | undefined>(
+        (best, branch) => (best === undefined || branch.length < best.length ? branch : best),
+        undefined,
+      );
+      if (closest === undefined || closest.length === 0) break;
+      return closest.flatMap((inner) => describeIssue({ ...inner, path: [...issue.path, ...inner.path] }));
+    }
+    case "invalid_type":
+      if (/received undefined$/.test(issue.message)) return [{ path: issue.path, message: "required" }];
+      break;
+  }
+  return [{ path: issue.path, message: issue.message }];
+}
+
+function covers(outer: Path, inner: Path): boolean {
+  return outer.length <= inner.length && outer.every((key, index) => key === inner[index]);
+}
+
+function dotted(path: Path): string {
+  return path.length === 0 ? "document" : path.map(String).join(".");
+}
