@@ -1,0 +1,119 @@
+// The Store contract against the real Postgres, reached the way a Worker reaches it: the Neon driver
+// over a WebSocket, through the local WebSocket-to-TCP relay. Postgres being unreachable fails the
+// suite (beforeAll throws); nothing here is skipped.
+import { neonConfig } from "@neondatabase/serverless";
+import { getTableConfig as pgTableConfig, type PgTable } from "drizzle-orm/pg-core";
+import { getTableConfig as sqliteTableConfig, type SQLiteTable } from "drizzle-orm/sqlite-core";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import * as d1Schema from "../../worker/storage/schema-d1.ts";
+import * as postgresSchema from "../../worker/storage/schema-postgres.ts";
+import { openStore, type PostgresSettings } from "../../worker/storage/store.ts";
+import {
+  applyPostgresMigrations,
+  createTestNamespace,
+  dropNamespace,
+  TEST_POSTGRES,
+  testPostgresSettings,
+} from "../fakes/postgres.ts";
+import { startWsRelay, type WsRelay } from "../fakes/ws-relay.ts";
+import { describeStoreContract } from "../store-contract.ts";
+
+// Node 22 has a global WebSocket; the driver needs one, so older runtimes get ws.
+if (typeof globalThis.WebSocket === "undefined") neonConfig.webSocketConstructor = WebSocket;
+
+// openStore takes the Worker env; with postgres settings the D1 binding is never touched.
+const NO_D1 = {} as { DB: D1Database };
+
+let relay: WsRelay;
+let namespace: string | undefined;
+let migrated: Promise<PostgresSettings> | undefined;
+
+beforeAll(async () => {
+  relay = await startWsRelay();
+});
+
+afterAll(async () => {
+  await relay?.close();
+  if (namespace) await dropNamespace(namespace);
+});
+
+// The namespace is made on first use rather than in beforeAll: a failing beforeAll only marks the
+// tests skipped, whereas this way an unreachable Postgres fails every test that needs it.
+function postgres(): Promise<PostgresSettings> {
+  migrated ??= (async () => {
+    namespace = await createTestNamespace();
+    await applyPostgresMigrations(namespace);
+    return testPostgresSettings(namespace, relay.url);
+  })();
+  return migrated;
+}
+
+describeStoreContract("Postgres store (Neon driver through the WebSocket relay)", async () =>
+  openStore(NO_D1, { postgres: await postgres() }),
+);
+
+describe("Postgres specifics", () => {
+  it("the D1 and Postgres schema files define the same tables, columns and keys", () => {
+    const shape = (name: string, columns: { name: string; notNull: boolean; primary: boolean }[], pk: string[]) => ({
+      name,
+      columns: columns.map((c) => `${c.name}${c.notNull ? " not null" : ""}${c.primary ? " primary" : ""}`).sort(),
+      pk,
+    });
+    const d1 = Object.values(d1Schema).map((t) => {
+      const c = sqliteTableConfig(t as SQLiteTable);
+      return shape(c.name, c.columns, c.primaryKeys.flatMap((k) => k.columns.map((col) => col.name)));
+    });
+    const postgres = Object.values(postgresSchema).map((t) => {
+      const c = pgTableConfig(t as PgTable);
+      return shape(c.name, c.columns, c.primaryKeys.flatMap((k) => k.columns.map((col) => col.name)));
+    });
+    expect(postgres).toEqual(d1);
+    expect(d1.map((t) => t.name).sort()).toEqual(
+      ["conversations", "prompts", "quota_subjects", "responses", "settings", "stream_requests", "token_usage"],
+    );
+  });
+
+  it("writes land in the configured namespace, not in public", async () => {
+    const settings = await postgres();
+    const store = openStore(NO_D1, { postgres: settings });
+    try {
+      await store.settings.set("namespace-check", settings.namespace);
+    } finally {
+      await store.close();
+    }
+    const client = new pg.Client(TEST_POSTGRES);
+    await client.connect();
+    try {
+      const { rows } = await client.query(`SELECT value FROM "${settings.namespace}".settings WHERE key = 'namespace-check'`);
+      expect(rows).toEqual([{ value: settings.namespace }]);
+      const inPublic = await client.query(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'settings'",
+      );
+      expect(inPublic.rows).toEqual([]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("refuses a namespace that is not a plain schema name", async () => {
+    const settings = await postgres();
+    expect(() => openStore(NO_D1, { postgres: { ...settings, namespace: 'x" -c role=postgres' } })).toThrow(/namespace/);
+  });
+
+  it("with ssl_mode=require, a plain ws:// proxy is accepted only on loopback", async () => {
+    const settings = await postgres();
+    expect(() =>
+      openStore(NO_D1, { postgres: { ...settings, ssl_mode: "require", ws_proxy: "ws://relay.example.com:8080" } }),
+    ).toThrow(/wss:/);
+    await openStore(NO_D1, { postgres: { ...settings, ssl_mode: "require", ws_proxy: "wss://relay.example.com" } }).close();
+    await openStore(NO_D1, { postgres: { ...settings, ssl_mode: "require" } }).close();
+  });
+
+  it("the relay refuses targets that are not loopback", async () => {
+    const ws = new WebSocket(`${relay.url}/v1?address=192.0.2.1:5432`);
+    const code = await new Promise<number>((resolve) => ws.on("close", (closeCode) => resolve(closeCode)));
+    expect(code).toBe(1008);
+  });
+});
