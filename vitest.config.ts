@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
+    // The JSON report is what .ci/run reads to print its closing "N passed, N failed" line.
+    reporters: ["default", ["json", { outputFile: ".vitest-results.json" }]],
     projects: [
       {
         test: {
@@ -18,6 +20,7 @@ export default defineConfig({
             miniflare: {
               bindings: {
                 TEST_MIGRATIONS: await readD1Migrations("./migrations/d1"),
+                PARLEY_BACKEND_URL: inject("backendUrl"),
               },
             },
           })),
@@ -25,6 +28,8 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts"],
+          globalSetup: ["./test/global-setup.ts"],
+          setupFiles: ["./test/worker/setup.ts"],
         },
       },
     ],

@@ -5,7 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 export class ApiError extends Error {
   readonly status: ContentfulStatusCode;
   readonly response: string;
-  readonly cause: string;
+  override readonly cause: string;
   readonly headers: Record<string, string>;
 
   constructor(status: ContentfulStatusCode, response: string, cause: string, headers: Record<string, string> = {}) {

@@ -1,8 +1,9 @@
-import { Hono } from "hono";
-const app = new Hono<{ Bindings: Env }>();
-app.get("/liveness", async (c) => {
-  const res = await c.env.CONFIG_FILES.fetch("http://config/parley.yaml");
-  return c.json({ alive: true, cfg: await res.text() });
-});
-export default app;
-export { DurableObject as ConversationDO, DurableObject as QuotaDO, DurableObject as A2AContextDO } from "cloudflare:workers";
+import { app } from "./app.ts";
+
+export { ConversationDO } from "../durable-objects/conversation-do.ts";
+export { QuotaDO } from "../durable-objects/quota-do.ts";
+export { A2AContextDO } from "../durable-objects/a2a-context-do.ts";
+
+export default {
+  fetch: app.fetch,
+} satisfies ExportedHandler<Env>;

@@ -1,0 +1,111 @@
+import { describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { callJson, testConfig } from "./helpers.ts";
+
+const tokens = inject("tokens");
+const unauthorized = (cause: string) => ({
+  status: 401,
+  body: { detail: { response: "Missing or invalid credentials provided by client", cause } },
+});
+
+const jwk = (extra: Record<string, unknown> = {}) =>
+  testConfig({
+    authentication: {
+      module: "jwk-token",
+      jwk_config: {
+        url: inject("jwksUrl"),
+        jwt_configuration: {
+          user_id_claim: "user_id",
+          username_claim: "username",
+          role_rules: [{ jsonpath: "$.realm_access.roles[*]", operator: "contains", value: "admin", roles: ["admin"] }],
+        },
+      },
+      ...extra,
+    },
+    authorization: {
+      access_rules: [
+        { role: "*", actions: ["authorized", "info", "health_probes"] },
+        { role: "admin", actions: ["admin"] },
+      ],
+    },
+  });
+
+describe("jwk-token", () => {
+  it("accepts a valid token and reports its claims", async () => {
+    expect(await callJson("/authorized", { method: "POST", config: jwk(), token: tokens.good })).toEqual({
+      status: 200,
+      body: { user_id: "user-jwk-1", username: "alice", skip_userid_check: false },
+    });
+  });
+
+  it.each([
+    ["expired", tokens.expired, "Token has expired"],
+    ["forged", tokens.forged, "Invalid token signature"],
+    ["unknown key", tokens.unknownKey, "Token signed by unknown key"],
+    ["missing claim", tokens.missingClaim, "Token missing claim: user_id"],
+  ])("rejects a token that is %s", async (_name, token, cause) => {
+    expect(await callJson("/authorized", { method: "POST", config: jwk(), token })).toEqual(unauthorized(cause));
+  });
+
+  it("rejects requests without a header or without a token", async () => {
+    expect(await callJson("/v1/info", { config: jwk() })).toEqual(unauthorized("No Authorization header found"));
+    expect(await callJson("/v1/info", { config: jwk(), headers: { Authorization: "Basic abc" } })).toEqual(
+      unauthorized("No token found in Authorization header"),
+    );
+  });
+
+  it("reports an unreachable key server", async () => {
+    const config = testConfig({
+      authentication: { module: "jwk-token", jwk_config: { url: "http://127.0.0.1:9/jwks.json" } },
+    });
+    expect(await callJson("/v1/info", { config, token: tokens.good })).toEqual(
+      unauthorized("Authentication key server returned invalid data"),
+    );
+  });
+
+  it("grants actions through role rules and denies the rest with 403", async () => {
+    expect((await callJson("/v1/info", { config: jwk(), token: tokens.good })).status).toBe(200);
+    expect(await callJson("/v1/models", { config: jwk(), token: tokens.good })).toEqual({
+      status: 403,
+      body: {
+        detail: {
+          response: "User does not have permission to access this endpoint",
+          cause: "User user-jwk-1 is not authorized to access this endpoint.",
+        },
+      },
+    });
+    expect((await callJson("/v1/models", { config: jwk(), token: tokens.admin })).status).toBe(200);
+  });
+
+  it("lets probes skip authentication only when configured", async () => {
+    expect((await callJson("/liveness", { config: jwk() })).status).toBe(401);
+    expect(await callJson("/liveness", { config: jwk({ skip_for_health_probes: true }) })).toEqual({ status: 200, body: { alive: true } });
+  });
+});
+
+describe("api-key-token", () => {
+  const config = testConfig({ authentication: { module: "api-key-token", api_key_config: { api_key: "parley-test-key-123" } } });
+
+  it("accepts the configured key and never echoes it", async () => {
+    const { status, body } = await callJson("/authorized", { method: "POST", config, token: "parley-test-key-123" });
+    expect(status).toBe(200);
+    expect(JSON.stringify(body)).not.toContain("parley-test-key-123");
+  });
+
+  it("rejects a wrong key and a missing header", async () => {
+    expect(await callJson("/authorized", { method: "POST", config, token: "wrong" })).toEqual(unauthorized("Invalid API Key"));
+    expect(await callJson("/authorized", { method: "POST", config })).toEqual(unauthorized("No Authorization header found"));
+  });
+});
+
+describe("noop-with-token", () => {
+  const config = testConfig({ authentication: { module: "noop-with-token" } });
+
+  it("needs a bearer token but does not validate it", async () => {
+    expect(await callJson("/authorized", { method: "POST", config })).toEqual(unauthorized("No Authorization header found"));
+    expect(await callJson("/authorized", { method: "POST", config, token: "anything", user: "u-9" })).toMatchObject({
+      status: 200,
+      body: { user_id: "u-9", username: "lightspeed-user" },
+    });
+  });
+});

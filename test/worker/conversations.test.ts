@@ -1,0 +1,180 @@
+import { describe, expect, it } from "vitest";
+import { call, callJson, readSse, settle } from "./helpers.ts";
+
+type Detail = { conversation_id: string; chat_history: Array<{ messages: Array<{ content: string; type: string }>; status: string; model: string; provider: string }> };
+
+async function newConversation(user: string, query = "hello there"): Promise<string> {
+  const { body } = await callJson<{ conversation_id: string }>("/v1/query", { json: { query }, user });
+  return body.conversation_id;
+}
+
+/** Reads SSE events from a streaming body one at a time. */
+function eventReader(response: Response) {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  return {
+    reader,
+    async next(): Promise<{ event: string; data: Record<string, unknown> } | null> {
+      for (;;) {
+        const end = buffer.indexOf("\n\n");
+        if (end >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          return JSON.parse(block.replace(/^data: /, "")) as { event: string; data: Record<string, unknown> };
+        }
+        const { value, done } = await reader.read();
+        if (done) return null;
+        buffer += value;
+      }
+    },
+  };
+}
+
+describe("conversation views", () => {
+  it("lists, shows, updates and deletes a conversation in every version", async () => {
+    const id = await newConversation("carol", "What is the gateway?");
+    const v1 = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v1/conversations", { user: "carol" });
+    expect(v1.body.conversations).toEqual([
+      expect.objectContaining({ conversation_id: id, message_count: 1, last_used_model: "parley-small", topic_summary: "Topic: What is the gateway?" }),
+    ]);
+    expect(v1.body.conversations[0]!.created_at).toMatch(/^\d{4}-\d\d-\d\dT.*Z$/);
+    const v3 = await callJson<{ conversations: unknown[] }>("/v3/conversations", { user: "carol" });
+    expect(v3.body).toEqual(v1.body);
+    const v2 = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v2/conversations", { user: "carol" });
+    expect(v2.body.conversations).toEqual([{ conversation_id: id, topic_summary: "Topic: What is the gateway?", last_message_timestamp: expect.any(Number) }]);
+
+    const detail = await callJson<Detail>(`/v1/conversations/${id}`, { user: "carol" });
+    expect(detail.body.conversation_id).toBe(id);
+    expect(detail.body.chat_history[0]).toMatchObject({
+      messages: [
+        { type: "user", content: "What is the gateway?" },
+        { type: "assistant", content: "[user_turns=1] You said: What is the gateway?" },
+      ],
+      model: "parley-small",
+      provider: "scripted",
+      status: "completed",
+    });
+    expect((await callJson<Detail>(`/v2/conversations/${id}`, { user: "carol" })).body.chat_history).toEqual(detail.body.chat_history);
+    expect((await callJson<{ created_at: string }>(`/v3/conversations/${id}`, { user: "carol" })).body.created_at).toBeTruthy();
+
+    expect(await callJson(`/v2/conversations/${id}`, { method: "PUT", json: { topic_summary: "Gateways" }, user: "carol" })).toEqual({
+      status: 200,
+      body: { conversation_id: id, success: true, message: "Topic summary updated successfully" },
+    });
+    expect((await callJson<{ conversations: Array<{ topic_summary: string }> }>("/v1/conversations", { user: "carol" })).body.conversations[0]!.topic_summary).toBe("Gateways");
+    expect((await callJson(`/v1/conversations/${id}`, { method: "PUT", json: { topic_summary: "" }, user: "carol" })).status).toBe(422);
+
+    expect(await callJson(`/v1/conversations/${id}`, { method: "DELETE", user: "carol" })).toEqual({
+      status: 200,
+      body: { conversation_id: id, deleted: true, success: true, response: "Conversation deleted successfully" },
+    });
+    expect((await callJson(`/v1/conversations/${id}`, { user: "carol" })).status).toBe(404);
+    expect((await callJson("/v1/query", { json: { query: "again", conversation_id: id }, user: "carol" })).status).toBe(404);
+    expect(await callJson(`/v2/conversations/${id}`, { method: "DELETE", user: "carol" })).toEqual({
+      status: 200,
+      body: { conversation_id: id, deleted: false, success: true, response: "Conversation not found" },
+    });
+  });
+
+  it("shows a conversation only to its owner", async () => {
+    const id = await newConversation("dave");
+    for (const [method, path] of [["GET", `/v1/conversations/${id}`], ["GET", `/v2/conversations/${id}`], ["GET", `/v3/conversations/${id}`], ["DELETE", `/v1/conversations/${id}`]] as const) {
+      const res = await callJson<{ detail: { response: string } }>(path, { method, user: "eve" });
+      expect(res.status, `${method} ${path}`).toBe(403);
+      expect(res.body.detail.response).toBe("User does not have permission to perform this action");
+    }
+    expect((await callJson(`/v1/conversations/${id}`, { method: "PUT", json: { topic_summary: "mine now" }, user: "eve" })).status).toBe(403);
+    expect((await callJson<{ conversations: unknown[] }>("/v1/conversations", { user: "eve" })).body.conversations).toEqual([]);
+    expect((await callJson(`/v1/conversations/${id}`, { user: "dave" })).status).toBe(200);
+  });
+
+  it("answers malformed ids with 400 on every conversation endpoint, unknown well-formed ids with 404", async () => {
+    const malformed = ["abc", `conv_${"a".repeat(48)}`, "A".repeat(48), "a".repeat(47)];
+    for (const id of malformed) {
+      for (const [method, path] of [
+        ["GET", `/v1/conversations/${id}`],
+        ["GET", `/v2/conversations/${id}`],
+        ["GET", `/v3/conversations/${id}`],
+        ["DELETE", `/v1/conversations/${id}`],
+        ["DELETE", `/v2/conversations/${id}`],
+        ["PUT", `/v2/conversations/${id}`],
+      ] as const) {
+        const res = await callJson(path, { method, user: "dave", json: method === "PUT" ? { topic_summary: "x" } : undefined });
+        expect(res, `${method} ${path}`).toEqual({
+          status: 400,
+          body: { detail: { response: "Invalid conversation ID format", cause: `conversation id ${id} has invalid format` } },
+        });
+      }
+    }
+    const unknown = "0".repeat(48);
+    expect((await callJson(`/v2/conversations/${unknown}`, { user: "dave" })).status).toBe(404);
+    expect((await callJson(`/v1/conversations/${unknown}`, { method: "PUT", json: { topic_summary: "x" }, user: "dave" })).status).toBe(404);
+  });
+});
+
+describe("interrupting and abandoning streams", () => {
+  const slow = "#slow=40 one two three four five six seven eight nine ten eleven twelve";
+
+  it("interrupts a running stream by request id and keeps the partial turn", async () => {
+    const response = await call("/v1/streaming_query", { json: { query: slow }, user: "frank" });
+    const events = eventReader(response);
+    const start = (await events.next())!;
+    expect(start.event).toBe("start");
+    const requestId = start.data.request_id as string;
+    expect((await events.next())!.event).toBe("token");
+
+    expect(await callJson("/v1/streaming_query/interrupt", { json: { request_id: requestId }, user: "mallory" })).toMatchObject({ status: 403 });
+    expect(await callJson("/v1/streaming_query/interrupt", { json: { request_id: requestId }, user: "frank" })).toEqual({
+      status: 200,
+      body: { request_id: requestId, interrupted: true, message: "Streaming request interrupted" },
+    });
+    const rest: string[] = [];
+    for (let event = await events.next(); event; event = await events.next()) rest.push(event.event);
+    expect(rest.at(-1)).toBe("interrupted");
+    expect(rest).not.toContain("end");
+
+    const detail = await callJson<Detail>(`/v1/conversations/${start.data.conversation_id}`, { user: "frank" });
+    expect(detail.body.chat_history).toHaveLength(1);
+    expect(detail.body.chat_history[0]!.status).toBe("interrupted");
+    expect(detail.body.chat_history[0]!.messages[1]!.content.length).toBeLessThan("[user_turns=1] You said: ".length + slow.length);
+
+    expect(await callJson("/v1/streaming_query/interrupt", { json: { request_id: requestId }, user: "frank" })).toEqual({
+      status: 404,
+      body: { detail: { response: "Streaming Request not found", cause: `Streaming Request with ID ${requestId} does not exist` } },
+    });
+  });
+
+  it("rejects malformed and unknown interrupt requests", async () => {
+    expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: "nope" }, user: "frank" })).status).toBe(422);
+    expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: crypto.randomUUID() }, user: "frank" })).status).toBe(404);
+  });
+
+  it("a client that disconnects mid-stream leaves the turn recorded as incomplete", async () => {
+    const response = await call("/v1/streaming_query", { json: { query: slow }, user: "grace" });
+    const events = eventReader(response);
+    const start = (await events.next())!;
+    await events.next();
+    await events.reader.cancel();
+    await settle();
+    const id = start.data.conversation_id as string;
+    const detail = await callJson<Detail>(`/v1/conversations/${id}`, { user: "grace" });
+    expect(detail.body.chat_history).toHaveLength(1);
+    expect(detail.body.chat_history[0]!.status).toBe("incomplete");
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "still there?", conversation_id: id }, user: "grace" });
+    expect(next.body.response).toBe("[user_turns=2] You said: still there?");
+  });
+
+  it("streams of one conversation never interleave", async () => {
+    const id = await newConversation("heidi");
+    // Each client reads its stream as soon as it starts: a turn holds the conversation until its
+    // stream has been consumed, and the next turn starts only then.
+    const texts = await Promise.all(
+      [1, 2, 3].map(async (n) => {
+        const res = await call("/v1/streaming_query", { json: { query: `#slow=5 stream ${n}`, conversation_id: id }, user: "heidi" });
+        const events = (await readSse(res)).map((e) => e.data as { event: string; data: { token: string } });
+        return events.find((e) => e.event === "turn_complete")!.data.token;
+      }),
+    );
+    expect(texts.map((t) => Number(/user_turns=(\d)/.exec(t)![1])).sort()).toEqual([2, 3, 4]);
+  });
+});

@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { call, callJson, testConfig } from "./helpers.ts";
+
+describe("service endpoints with the bundled configuration", () => {
+  it("lists the scripted backend's models", async () => {
+    const { status, body } = await callJson<{ models: Array<Record<string, unknown>> }>("/v1/models");
+    expect(status).toBe(200);
+    expect(body.models.map((m) => m.identifier)).toEqual(["scripted/parley-small", "scripted/parley-large", "scripted/parley-embed"]);
+    expect(body.models[0]).toMatchObject({ provider_id: "scripted", provider_resource_id: "parley-small", model_type: "llm", type: "model", api_model_type: "llm" });
+  });
+
+  it("filters models by model_type, unknown types give an empty list", async () => {
+    expect((await callJson<{ models: unknown[] }>("/v1/models?model_type=embedding")).body.models).toHaveLength(1);
+    expect((await callJson<{ models: unknown[] }>("/v1/models?model_type=nothing")).body.models).toEqual([]);
+  });
+
+  it("answers info, liveness, readiness and the landing page", async () => {
+    expect(await callJson("/v1/info")).toMatchObject({ status: 200, body: { name: "Parley", service_version: "0.1.0", backend_version: "unknown" } });
+    expect(await callJson("/liveness")).toEqual({ status: 200, body: { alive: true } });
+    expect(await callJson("/readiness")).toMatchObject({ status: 200, body: { ready: true, providers: [] } });
+    const page = await call("/");
+    expect(page.headers.get("content-type")).toContain("text/html");
+    expect(await page.text()).toContain("<h1>Parley</h1>");
+  });
+
+  it("answers /authorized without a token", async () => {
+    expect(await callJson("/authorized", { method: "POST", user: "u-1" })).toEqual({
+      status: 200,
+      body: { user_id: "u-1", username: "lightspeed-user", skip_userid_check: true },
+    });
+  });
+
+  it("answers unknown paths with the error envelope", async () => {
+    const { status, body } = await callJson("/v1/nothing-here");
+    expect(status).toBe(404);
+    expect(body).toEqual({ detail: { response: "Not found", cause: "No endpoint at /v1/nothing-here" } });
+  });
+});
+
+describe("backend down", () => {
+  const down = testConfig({ inference_backend: { url: "http://127.0.0.1:9/v1", max_retries: 0 } });
+
+  it("readiness is 503 with the provider's error", async () => {
+    const { status, body } = await callJson("/readiness", { config: down });
+    expect(status).toBe(503);
+    expect(body).toMatchObject({ ready: false, providers: [{ provider_id: "inference_backend", status: "error" }] });
+  });
+
+  it("models and info are 503 'Unable to connect to the inference backend'", async () => {
+    for (const path of ["/v1/models", "/v1/info"]) {
+      const { status, body } = await callJson(path, { config: down });
+      expect(status).toBe(503);
+      expect(body).toEqual({
+        detail: { response: "Unable to connect to the inference backend", cause: "Connection error while trying to reach backend service." },
+      });
+    }
+  });
+});
+
+describe("configuration", () => {
+  it("a broken configuration makes every endpoint answer 500 'Configuration is not loaded'", async () => {
+    const broken = testConfig({ authentication: { module: "jwk-token", jwk_config: { url: "http://example.com/jwks" } } });
+    for (const path of ["/v1/models", "/liveness", "/"]) {
+      const { status, body } = await callJson(path, { config: broken });
+      expect(status).toBe(500);
+      expect(body).toEqual({ detail: { response: "Configuration is not loaded", cause: "configuration has not been initialized" } });
+    }
+  });
+
+  it("/v1/config hides every secret", async () => {
+    const config = testConfig({
+      inference_backend: { api_key: "sk-very-secret-key" },
+      database: { postgres: { host: "db", db: "parley", user: "parley", password: "hunter2" } },
+    });
+    const response = await call("/v1/config", { config });
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(text).not.toContain("sk-very-secret-key");
+    expect(text).not.toContain("hunter2");
+    const body = JSON.parse(text) as { configuration: { inference_backend: { api_key: string } } };
+    expect(body.configuration.inference_backend.api_key).toBe("**********");
+  });
+});

@@ -1,0 +1,37 @@
+import { Hono } from "hono";
+import { cors } from "hono/cors";
+import { HTTPException } from "hono/http-exception";
+import type { AppEnv } from "./app-env.ts";
+import { ApiError, errors, renderError } from "./errors.ts";
+import { runtime } from "./middleware.ts";
+import { conversations } from "./routes/conversations.ts";
+import { query } from "./routes/query.ts";
+import { service } from "./routes/service.ts";
+
+export const app = new Hono<AppEnv>();
+
+app.use(runtime());
+app.use(async function corsFromConfig(c, next) {
+  const settings = c.get("rt").config.service.cors;
+  return cors({
+    origin: settings.allow_origins.includes("*") ? "*" : settings.allow_origins,
+    credentials: settings.allow_credentials,
+    allowMethods: settings.allow_methods.includes("*") ? undefined : settings.allow_methods,
+    allowHeaders: settings.allow_headers.includes("*") ? undefined : settings.allow_headers,
+  })(c, next);
+});
+
+app.route("/", service);
+app.route("/", query);
+app.route("/", conversations);
+
+app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));
+
+app.onError((error, c) => {
+  if (error instanceof ApiError) return renderError(error);
+  if (error instanceof HTTPException) {
+    return renderError(new ApiError(error.status === 400 ? 422 : (error.status as ApiError["status"]), "Invalid request format", error.message));
+  }
+  console.error(`unhandled error on ${c.req.method} ${c.req.path}`, error);
+  return renderError(errors.internal());
+});

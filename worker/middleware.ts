@@ -1,0 +1,61 @@
+import type { Context, MiddlewareHandler } from "hono";
+import type { AppEnv } from "./app-env.ts";
+import { ACTIONS, type Action } from "./auth/actions.ts";
+import { isAllowed } from "./auth/rbac.ts";
+import { errors } from "./errors.ts";
+import { loadRuntime } from "./runtime.ts";
+import { openStore } from "./storage/store.ts";
+
+/**
+ * Loads the configuration-derived runtime (a configuration that failed to load answers 500) and
+ * opens the record store for the request. A Postgres pool cannot outlive its request in workerd;
+ * turns that persist after the response has started open their own.
+ */
+export function runtime(): MiddlewareHandler<AppEnv> {
+  return async function runtime(c, next) {
+    const result = await loadRuntime(c.env);
+    if (!result.ok) throw errors.configNotLoaded();
+    c.set("rt", result.runtime);
+    const store = openStore(c.env, result.runtime.config.database);
+    c.set("store", store);
+    try {
+      await next();
+    } finally {
+      c.executionCtx.waitUntil(store.close().catch(() => undefined));
+    }
+  };
+}
+
+/** Actions SPEC reports as a missing permission ("perform this action") rather than a closed endpoint. */
+const PERMISSION_ACTIONS = new Set<Action>([ACTIONS.readPrompts, ACTIONS.managePrompts]);
+
+/** Which configuration switch lets an endpoint skip authentication (SPEC Authentication rule 4). */
+type Skippable = "health_probes" | "metrics";
+
+/**
+ * Authenticates the request with the configured module and requires that the user's roles grant
+ * `action`. Probes and metrics skip both when the configuration says so.
+ */
+export function guard(action: Action, skippable?: Skippable): MiddlewareHandler<AppEnv> {
+  return async function guard(c, next) {
+    const { config, authenticate } = c.get("rt");
+    const settings = config.authentication;
+    if ((skippable === "health_probes" && settings.skip_for_health_probes) || (skippable === "metrics" && settings.skip_for_metrics)) {
+      c.set("auth", { userId: "", username: "", roles: [], skipUserIdCheck: true, token: null });
+      return next();
+    }
+    const auth = await authenticate(c.req.raw);
+    c.set("auth", auth);
+    if (!isAllowed(config.authorization?.access_rules, auth.roles, action)) {
+      throw PERMISSION_ACTIONS.has(action)
+        ? errors.actionForbidden(`User ${auth.userId} is missing permission ${action}`)
+        : errors.endpointForbidden(auth.userId);
+    }
+    await next();
+  };
+}
+
+/** True when the authenticated user's roles grant `action`; for checks inside a handler (MODEL_OVERRIDE). */
+export function userMay(c: Context<AppEnv>, action: Action): boolean {
+  return isAllowed(c.get("rt").config.authorization?.access_rules, c.get("auth").roles, action);
+}

@@ -1,0 +1,304 @@
+// The turn engine (DESIGN "One turn"): every endpoint that asks the model goes through startTurn.
+// It takes the conversation's turn slot in its ConversationDO, calls the backend with the whole
+// history, hands the backend's events to the endpoint's adapter as they arrive, and persists the
+// turn before its last event, so nothing a client was told is lost. It knows nothing of HTTP.
+import type { ResponseCreateParamsStreaming, ResponseStreamEvent, Response as BackendResponse } from "openai/resources/responses/responses";
+import type { AuthContext } from "../auth/types.ts";
+import type { Item, StoredTurn, TurnOutcome, TurnStatus, TurnSummary } from "../../durable-objects/conversation-do.ts";
+import { conversationStub, INTERRUPT_SIGNAL } from "../../durable-objects/conversation-do.ts";
+import { ApiError, errors } from "../errors.ts";
+import type { Runtime } from "../runtime.ts";
+import { openStore, type ConversationRecord } from "../storage/store.ts";
+import { backendError } from "./backend-errors.ts";
+import { historyInput } from "./history.ts";
+import type { ModelInfo } from "./models.ts";
+import { summarizeOutput } from "./summaries.ts";
+import { generateTopicSummary } from "./topic-summary.ts";
+
+/** Backend request fields an endpoint may set besides model, input and instructions. */
+export type BackendParams = Omit<Partial<ResponseCreateParamsStreaming>, "model" | "input" | "instructions" | "stream" | "conversation">;
+
+export interface TurnRequest {
+  auth: AuthContext;
+  /** Normalized conversation id; a new one is created when `isNew`. */
+  conversationId: string;
+  isNew: boolean;
+  /** History copied into a new conversation that forks an older response. */
+  seed?: StoredTurn[];
+  requestId: string;
+  /** This turn's new input items. */
+  input: Item[];
+  /** The user's question as text, for views, summaries and shields. */
+  userText: string;
+  model: ModelInfo;
+  instructions: string;
+  params: BackendParams;
+  generateTopicSummary: boolean;
+  /** Register the request id so /v1/streaming_query/interrupt can reach this turn. */
+  interruptible: boolean;
+}
+
+export interface TurnResult {
+  status: TurnStatus;
+  /** The backend's final response object, when it sent one. */
+  response: BackendResponse | null;
+  text: string;
+  inputTokens: number;
+  outputTokens: number;
+  summary: TurnSummary;
+  /** What went wrong, for failed turns. */
+  error: ApiError | null;
+  /** The conversation record after this turn (null for failed turns, which are not counted). */
+  record: ConversationRecord | null;
+}
+
+export type TurnEvent = { type: "backend"; event: ResponseStreamEvent } | { type: "finished"; result: TurnResult };
+
+export interface RunningTurn {
+  conversationId: string;
+  requestId: string;
+  events: ReadableStream<TurnEvent>;
+}
+
+export interface TurnDeps {
+  env: Env;
+  rt: Runtime;
+  /** Keeps persistence running after the client has gone. */
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+/**
+ * Starts a turn. Resolves once the backend has accepted the request, so that failures before any
+ * output (unknown conversation, backend down, quota) are plain HTTP errors; afterwards every
+ * outcome arrives as events, ending with exactly one `finished`.
+ */
+export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<RunningTurn> {
+  const { env, rt } = deps;
+  const conversation = conversationStub(env.CONVERSATION, request.conversationId);
+  const begun = await conversation.beginTurn({
+    userId: request.auth.userId,
+    requestId: request.requestId,
+    create: request.isNew,
+    seed: request.seed,
+  });
+  if (!begun.ok) {
+    throw begun.reason === "forbidden"
+      ? conversationForbidden(request.auth.userId, request.conversationId)
+      : errors.notFound("Conversation", request.conversationId);
+  }
+
+  const store = openStore(env, rt.config.database);
+  const registered = request.interruptible
+    ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
+    : Promise.resolve();
+  const topic = request.isNew && request.generateTopicSummary ? generateTopicSummary(rt, request.model, request.userText) : Promise.resolve(null);
+  topic.catch(() => undefined);
+
+  const abort = new AbortController();
+  let backendStream: AsyncIterable<ResponseStreamEvent>;
+  try {
+    backendStream = await rt.backend.responses.create(
+      {
+        ...request.params,
+        model: request.model.identifier,
+        instructions: request.instructions,
+        input: [...historyInput(begun.history), ...request.input] as unknown as ResponseCreateParamsStreaming["input"],
+        stream: true,
+        store: false,
+      },
+      { signal: abort.signal },
+    );
+  } catch (error) {
+    await Promise.allSettled([conversation.abandonTurn(begun.turnNumber), registered, store.close()]);
+    if (request.interruptible) deps.waitUntil(store.streamRequests.remove(request.requestId).catch(() => undefined));
+    throw backendError(error, request.model.identifier);
+  }
+
+  const channel = new TransformStream<TurnEvent, TurnEvent>();
+  const writer = channel.writable.getWriter();
+  watchForInterrupt(begun.control, abort);
+
+  const run = (async () => {
+    let clientGone = false;
+    const emit = async (event: TurnEvent) => {
+      if (clientGone) return;
+      try {
+        await writer.write(event);
+      } catch {
+        clientGone = true;
+        abort.abort("client disconnected");
+      }
+    };
+
+    const collected = await collect(backendStream, abort.signal, (event) => emit({ type: "backend", event }));
+    const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
+    const outcome = toOutcome(request, status, collected);
+    const summaryText = await topic.catch(() => null);
+
+    const [, recorded] = await Promise.allSettled([
+      conversation.completeTurn(begun.turnNumber, outcome),
+      status === "failed"
+        ? Promise.resolve(null)
+        : recordTurn(store, request, outcome, summaryText),
+      registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
+    ]);
+    if (recorded.status === "rejected") console.error("could not record turn", recorded.reason);
+    await store.close().catch(() => undefined);
+
+    await emit({
+      type: "finished",
+      result: {
+        status,
+        response: collected.response,
+        text: collected.text,
+        inputTokens: outcome.tokens.input,
+        outputTokens: outcome.tokens.output,
+        summary: outcome.summary,
+        error: collected.error,
+        record: recorded.status === "fulfilled" ? recorded.value : null,
+      },
+    });
+    await writer.close().catch(() => undefined);
+  })();
+  deps.waitUntil(run);
+  run.catch((error) => console.error("turn failed", error));
+
+  return { conversationId: request.conversationId, requestId: request.requestId, events: channel.readable };
+}
+
+/** The abort reason of an interrupt requested through /v1/streaming_query/interrupt. */
+const INTERRUPTED = "interrupted";
+
+/** Reads the DO's control stream of this turn; an interrupt signal aborts the backend call. */
+function watchForInterrupt(control: ReadableStream<Uint8Array>, abort: AbortController): void {
+  const reader = control.pipeThrough(new TextDecoderStream()).getReader();
+  (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      if (value.includes(INTERRUPT_SIGNAL.trim())) abort.abort(INTERRUPTED);
+    }
+  })().catch(() => undefined);
+}
+
+interface Collected {
+  status: TurnStatus | null;
+  response: BackendResponse | null;
+  text: string;
+  deltas: number;
+  error: ApiError | null;
+}
+
+/** Forwards the backend's events and keeps what persistence needs: final response, text, status. */
+async function collect(
+  stream: AsyncIterable<ResponseStreamEvent>,
+  signal: AbortSignal,
+  forward: (event: ResponseStreamEvent) => Promise<void>,
+): Promise<Collected> {
+  const result: Collected = { status: null, response: null, text: "", deltas: 0, error: null };
+  try {
+    for await (const event of stream) {
+      switch (event.type) {
+        case "response.output_text.delta":
+          result.text += event.delta;
+          result.deltas += 1;
+          break;
+        case "response.completed":
+          result.status = "completed";
+          result.response = event.response;
+          break;
+        case "response.incomplete":
+          result.status = "incomplete";
+          result.response = event.response;
+          break;
+        case "response.failed":
+          result.status = "failed";
+          result.response = event.response;
+          result.error ??= errors.internal(event.response.error?.message ?? "the inference backend failed");
+          break;
+        case "error":
+          result.status = "failed";
+          result.error = errors.internal(event.message || "the inference backend failed");
+          break;
+      }
+      await forward(event);
+      if (signal.aborted) break;
+    }
+  } catch (error) {
+    if (!signal.aborted) {
+      result.status = "failed";
+      result.error = backendError(error);
+    }
+  }
+  if (result.response) result.text = responseText(result.response) || result.text;
+  return result;
+}
+
+/** The answer text of a backend response: its output messages' text parts. */
+export function responseText(response: Pick<BackendResponse, "output">): string {
+  let text = "";
+  for (const item of response.output) {
+    if (item.type !== "message") continue;
+    for (const part of item.content) if (part.type === "output_text") text += part.text;
+  }
+  return text;
+}
+
+type Outcome = TurnOutcome & { tokens: { input: number; output: number } };
+
+function toOutcome(request: TurnRequest, status: TurnStatus, collected: Collected): Outcome {
+  const response = collected.response;
+  const output: Item[] =
+    response && status === "completed"
+      ? (response.output as unknown as Item[])
+      : [{ type: "message", role: "assistant", status: "incomplete", content: [{ type: "output_text", text: collected.text, annotations: [] }] }];
+  const usage = response?.usage;
+  return {
+    status,
+    provider: request.model.provider_id,
+    model: request.model.provider_resource_id,
+    responseId: status === "completed" ? (response?.id ?? null) : null,
+    completedAt: new Date().toISOString(),
+    input: request.input,
+    output,
+    summary: { user: request.userText, assistant: collected.text, ...summarizeOutput(output) },
+    tokens: {
+      input: usage?.input_tokens ?? estimateTokens(JSON.stringify(request.input) + request.instructions),
+      output: usage?.output_tokens ?? collected.deltas,
+    },
+  };
+}
+
+/** About four characters a token: used only when the backend never reported usage (interrupts). */
+function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+async function recordTurn(
+  store: ReturnType<typeof openStore>,
+  request: TurnRequest,
+  outcome: Outcome,
+  topicSummary: string | null,
+): Promise<ConversationRecord> {
+  const at = outcome.completedAt;
+  const [record] = await Promise.all([
+    store.conversations.recordTurn({
+      id: request.conversationId,
+      userId: request.auth.userId,
+      model: outcome.model,
+      provider: outcome.provider,
+      at,
+      responseId: outcome.responseId,
+      topicSummary,
+    }),
+    outcome.responseId
+      ? store.responses.record({ responseId: outcome.responseId, conversationId: request.conversationId, userId: request.auth.userId, createdAt: at })
+      : Promise.resolve(),
+  ]);
+  // Transcripts (user_data_collection.transcripts_enabled) are written here, beside the record.
+  return record;
+}
+
+export function conversationForbidden(userId: string, conversationId: string): ApiError {
+  return errors.actionForbidden(`User ${userId} does not have permission to read conversation with ID ${conversationId}`);
+}
