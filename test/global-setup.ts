@@ -3,6 +3,7 @@
 import type { TestProject } from "vitest/node";
 import type { TestTokens } from "./provided-context.ts";
 import { startJwksServer } from "./fakes/jwks-server.ts";
+import { applyPostgresMigrations, createTestNamespace, dropNamespace, testPostgresSettings } from "./fakes/postgres.ts";
 import { startScriptedBackend } from "./fakes/scripted-backend.ts";
 import { startWsRelay } from "./fakes/ws-relay.ts";
 
@@ -13,6 +14,10 @@ export default async function setup(project: TestProject) {
   const slowBackend = await startScriptedBackend({ tokenDelayMs: 50 });
   const jwks = await startJwksServer();
   const relay = await startWsRelay();
+  // Worker tests with `database.postgres` use a fresh, migrated schema of the real server; an
+  // unreachable server fails the run here, it is never skipped.
+  const namespace = await createTestNamespace();
+  await applyPostgresMigrations(namespace);
   const claims = { user_id: "user-jwk-1", username: "alice", realm_access: { roles: ["reader"] } };
   const tokens: TestTokens = {
     good: await jwks.sign(claims),
@@ -27,7 +32,8 @@ export default async function setup(project: TestProject) {
   project.provide("jwksUrl", jwks.url);
   project.provide("wsRelayUrl", relay.url);
   project.provide("tokens", tokens);
+  project.provide("postgres", testPostgresSettings(namespace, relay.url));
   return async () => {
-    await Promise.all([backend.close(), slowBackend.close(), jwks.close(), relay.close()]);
+    await Promise.all([backend.close(), slowBackend.close(), jwks.close(), relay.close(), dropNamespace(namespace)]);
   };
 }

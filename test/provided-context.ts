@@ -15,5 +15,7 @@ declare module "vitest" {
     jwksUrl: string;
     wsRelayUrl: string;
     tokens: TestTokens;
+    /** `database.postgres` settings for a fresh schema of the test server, reached through the relay. */
+    postgres: Record<string, unknown>;
   }
 }
