@@ -5,7 +5,9 @@ import type { AppEnv } from "./app-env.ts";
 import { ApiError, errors, renderError } from "./errors.ts";
 import { runtime } from "./middleware.ts";
 import { conversations } from "./routes/conversations.ts";
+import { prompts } from "./routes/prompts.ts";
 import { query } from "./routes/query.ts";
+import { responses } from "./routes/responses.ts";
 import { service } from "./routes/service.ts";
 
 export const app = new Hono<AppEnv>();
@@ -24,6 +26,8 @@ app.use(async function corsFromConfig(c, next) {
 app.route("/", service);
 app.route("/", query);
 app.route("/", conversations);
+app.route("/", responses);
+app.route("/", prompts);
 
 app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));
 

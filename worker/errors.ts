@@ -56,6 +56,15 @@ export const errors = {
 
   invalidConversationId: (id: string) =>
     new ApiError(400, "Invalid conversation ID format", `conversation id ${id} has invalid format`),
+  invalidPromptId: (id: string) => new ApiError(400, "Invalid prompt ID format", `prompt id ${id} has invalid format`),
+  promptVersionConflict: (id: string, given: number, latest: number | null) =>
+    new ApiError(
+      400,
+      "Prompt version conflict",
+      latest === null
+        ? `version ${given} is not the latest version of prompt ${id}`
+        : `version ${given} is not the latest version of prompt ${id}; the latest version is ${latest}`,
+    ),
   notFound: (resource: string, id: string) =>
     new ApiError(404, `${resource} not found`, `${resource} with ID ${id} does not exist`),
   modelNotFound: (model: string) => new ApiError(404, "Model not found", `Model with ID ${model} is not configured`),
