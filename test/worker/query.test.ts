@@ -200,3 +200,22 @@ describe("POST /v1/streaming_query", () => {
     expect(names.indexOf("tool_result")).toBe(names.indexOf("tool_call") + 1);
   });
 });
+
+describe("query tools", () => {
+  const config = testConfig({
+    byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
+    mcp_servers: [{ name: "helper", url: "http://127.0.0.1:9/mcp" }],
+  });
+
+  it("offers the server's tools, restricted by vector_store_ids, and none with no_tools", async () => {
+    const all = await ask({ query: "#echo-request" }, { config });
+    expect(JSON.parse(all.body.response).tools).toEqual([
+      { type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 10 },
+      expect.objectContaining({ type: "mcp", server_label: "helper" }),
+    ]);
+    const none = await ask({ query: "#echo-request", no_tools: true }, { config });
+    expect(JSON.parse(none.body.response).tools).toBeUndefined();
+    const restricted = await ask({ query: "#echo-request", vector_store_ids: [] }, { config });
+    expect(JSON.parse(restricted.body.response).tools.map((t: { type: string }) => t.type)).toEqual(["mcp"]);
+  });
+});

@@ -8,7 +8,10 @@ import { ApiError, errors } from "../errors.ts";
 import { guard, userMay } from "../middleware.ts";
 import { AttachmentSchema, userMessage } from "../turn/attachments.ts";
 import { targetConversation } from "../turn/conversations.ts";
-import { startTurn, type RunningTurn, type TurnEvent, type TurnResult } from "../turn/engine.ts";
+import type { Config } from "../config/schema.ts";
+import { serverTools } from "../turn/tools.ts";
+import { startTurn, type BackendParams, type RunningTurn, type TurnEvent, type TurnResult } from "../turn/engine.ts";
+import { finished, sse, textStream } from "./streams.ts";
 import { chooseModel } from "../turn/models.ts";
 import { toolCall, toolResult } from "../turn/summaries.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
@@ -81,6 +84,13 @@ function streamNotFound(requestId: string): ApiError {
   return new ApiError(404, "Streaming Request not found", `Streaming Request with ID ${requestId} does not exist`);
 }
 
+/** The server's tools (file_search over the tool stores, restricted by vector_store_ids; MCP servers), none with no_tools. */
+function turnTools(config: Config, body: QueryRequest): BackendParams {
+  if (body.no_tools) return {};
+  const tools = serverTools(config, body.vector_store_ids);
+  return tools.length > 0 ? { tools: tools as NonNullable<BackendParams["tools"]> } : {};
+}
+
 /** Everything the query endpoints share before the backend call: conversation, model, prompt, input. */
 async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interruptible: boolean): Promise<RunningTurn> {
   const rt = c.get("rt");
@@ -101,19 +111,11 @@ async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interrupti
       userText: body.query,
       model,
       instructions: prompt.text,
-      params: body.no_tools ? { tool_choice: "none" } : {},
+      params: turnTools(rt.config, body),
       generateTopicSummary: body.generate_topic_summary ?? true,
       interruptible,
     },
   );
-}
-
-/** Reads a turn's events to the end and returns its result. */
-export async function finished(events: ReadableStream<TurnEvent>): Promise<TurnResult> {
-  let result: TurnResult | null = null;
-  for await (const event of events) if (event.type === "finished") result = event.result;
-  if (!result) throw errors.internal("the turn ended without a result");
-  return result;
 }
 
 function queryResponse(conversationId: string, result: TurnResult) {
@@ -186,14 +188,4 @@ function plainTextStream(): TransformStream<TurnEvent, string> {
       }
     },
   });
-}
-
-export function sse(body: ReadableStream<string>): Response {
-  return new Response(body.pipeThrough(new TextEncoderStream()), {
-    headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive" },
-  });
-}
-
-function textStream(body: ReadableStream<string>): Response {
-  return new Response(body.pipeThrough(new TextEncoderStream()), { headers: { "Content-Type": "text/plain; charset=utf-8" } });
 }

@@ -1,0 +1,214 @@
+// POST /v1/responses driven by the official openai package, pointed at the Worker.
+import OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { call, callJson, readSse, testConfig } from "./helpers.ts";
+
+function client(options: { user?: string; config?: string; headers?: Record<string, string> } = {}): OpenAI {
+  return new OpenAI({
+    baseURL: "http://parley.test/v1",
+    apiKey: "unused-with-noop-auth",
+    maxRetries: 0,
+    defaultHeaders: options.headers,
+    fetch: (input, init) => {
+      const url = new URL(String(input instanceof Request ? input.url : input));
+      return call(`${url.pathname}${url.search}`, {
+        ...(init as RequestInit),
+        body: (init?.body ?? undefined) as BodyInit | undefined,
+        user: options.user ?? "olivia",
+        config: options.config,
+      });
+    },
+  });
+}
+
+type WithExtensions = { conversation: string; available_quotas: Record<string, number> };
+
+describe("POST /v1/responses with the openai client", () => {
+  it("creates a response and continues it by conversation", async () => {
+    const openai = client();
+    const first = (await openai.responses.create({ model: "scripted/parley-small", input: "Hello gateway" })) as unknown as OpenAI.Responses.Response & WithExtensions;
+    expect(first.output_text).toBe("[user_turns=1] You said: Hello gateway");
+    expect(first).toMatchObject({ object: "response", status: "completed", model: "scripted/parley-small", available_quotas: {} });
+    expect(first.conversation).toMatch(/^conv_[0-9a-f]{48}$/);
+    expect(first.usage?.output_tokens).toBe(5);
+    expect(first.instructions).toBe("<server prompt applied>");
+
+    const second = await openai.responses.create({ model: "scripted/parley-small", input: "again", conversation: first.conversation } as never);
+    expect(second.output_text).toBe("[user_turns=2] You said: again");
+    const normalized = first.conversation.slice(5);
+    const third = await openai.responses.create({ input: "third", conversation: normalized } as never);
+    expect(third.output_text).toBe("[user_turns=3] You said: third");
+    expect(third.model).toBe("parley-small");
+
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${normalized}`, { user: "olivia" });
+    expect(detail.body.chat_history).toHaveLength(3);
+  });
+
+  it("continues by previous_response_id, and forks from an older response", async () => {
+    const openai = client();
+    const a = (await openai.responses.create({ input: "one" })) as unknown as OpenAI.Responses.Response & WithExtensions;
+    const b = (await openai.responses.create({ input: "two", previous_response_id: a.id })) as unknown as OpenAI.Responses.Response & WithExtensions;
+    expect(b.output_text).toBe("[user_turns=2] You said: two");
+    expect(b.conversation).toBe(a.conversation);
+    expect(b.previous_response_id).toBe(a.id);
+
+    const fork = (await openai.responses.create({ input: "fork", previous_response_id: a.id })) as unknown as OpenAI.Responses.Response & WithExtensions;
+    expect(fork.output_text).toBe("[user_turns=2] You said: fork");
+    expect(fork.conversation).not.toBe(a.conversation);
+    const forked = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${fork.conversation.slice(5)}`, { user: "olivia" });
+    expect(forked.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["one", "fork"]);
+
+    const c = await openai.responses.create({ input: "three", previous_response_id: b.id });
+    expect(c.output_text).toBe("[user_turns=3] You said: three");
+  });
+
+  it("streams events the openai parser accepts, with conversation and available_quotas", async () => {
+    const openai = client();
+    const stream = await openai.responses.create({ input: "stream me", stream: true });
+    const events: Array<Record<string, unknown>> = [];
+    for await (const event of stream) events.push(event as unknown as Record<string, unknown>);
+    const types = events.map((e) => e.type);
+    expect(types[0]).toBe("response.created");
+    expect(types.at(-1)).toBe("response.completed");
+    expect(types.filter((t) => t === "response.output_text.delta")).toHaveLength(5);
+    const completed = events.at(-1)!;
+    expect(completed.available_quotas).toEqual({});
+    expect(completed.conversation).toMatch(/^conv_/);
+    expect((completed.response as WithExtensions).conversation).toBe(completed.conversation);
+    expect(events.find((e) => e.type === "response.in_progress")!.available_quotas).toEqual({});
+    expect(events.find((e) => e.type === "response.created")!.available_quotas).toBeUndefined();
+  });
+
+  it("works with responses.stream() and finalResponse()", async () => {
+    const openai = client();
+    const runner = openai.responses.stream({ input: "final please" });
+    const deltas: string[] = [];
+    runner.on("response.output_text.delta", (event) => deltas.push(event.delta));
+    const final = await runner.finalResponse();
+    expect(final.output_text).toBe("[user_turns=1] You said: final please");
+    expect(deltas.join("")).toBe(final.output_text);
+  });
+
+  it("ends the raw stream with [DONE] and persists the turn first", async () => {
+    const response = await call("/v1/responses", { json: { input: "raw", stream: true }, user: "olivia" });
+    const events = await readSse(response);
+    expect(events.at(-1)!.data).toBe("[DONE]");
+    const completed = events.at(-2)!.data as { response: { conversation: string } };
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${completed.response.conversation.slice(5)}`, { user: "olivia" });
+    expect(detail.body.chat_history).toHaveLength(1);
+  });
+
+  it("surfaces errors as the SDK's typed errors", async () => {
+    const openai = client();
+    await expect(openai.responses.create({ input: "x", temperature: 3 })).rejects.toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    await expect(openai.responses.create({ input: "x", model: "scripted/no-such-model" })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(openai.responses.create({ input: "x", previous_response_id: "resp_unknown" })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const a = await openai.responses.create({ input: "mine" });
+    await expect(client({ user: "mallory" }).responses.create({ input: "x", previous_response_id: a.id })).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
+    const conflict = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
+    await expect(
+      client({ config: conflict, headers: { "X-SVC-Merge-Server-Tools": "true" } }).responses.create({
+        input: "x",
+        tools: [{ type: "mcp", server_label: "docs", server_url: "http://127.0.0.1:9/other" } as never],
+      }),
+    ).rejects.toBeInstanceOf(OpenAI.ConflictError);
+  });
+});
+
+describe("POST /v1/responses rules", () => {
+  const post = (json: unknown, options: { config?: string; headers?: Record<string, string>; user?: string } = {}) =>
+    callJson<Record<string, unknown> & { detail?: { response: string; cause: string } }>("/v1/responses", { json, user: options.user ?? "olivia", ...options });
+
+  it("rejects conversation with previous_response_id, naming both", async () => {
+    const res = await post({ input: "x", conversation: "a".repeat(48), previous_response_id: "resp_1" });
+    expect(res.status).toBe(422);
+    expect(res.body.detail!.cause).toContain("conversation");
+    expect(res.body.detail!.cause).toContain("previous_response_id");
+  });
+
+  it.each([
+    [{ input: "x", include: ["nope"] }],
+    [{ input: "x", temperature: -0.1 }],
+    [{ input: "x", tools: [{ type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 51 }] }],
+    [{ input: "x", tools: [{ type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 0 }] }],
+    [{ input: "x", tool_choice: { type: "function" } }],
+    [{ input: "x", text: { format: { type: "json_schema" } } }],
+    [{ input: "x", surprise: true }],
+    [{ input: [] }],
+    [{}],
+  ])("422 for %j", async (json) => {
+    expect((await post(json)).status).toBe(422);
+  });
+
+  it("accepts reasoning and max_output_tokens but does not send them to the backend", async () => {
+    const res = await post({ input: "#echo-request", reasoning: { effort: "low" }, max_output_tokens: 50 });
+    expect(res.status).toBe(200);
+    const sent = JSON.parse(res.body.output_text as string) as Record<string, unknown>;
+    expect(sent.reasoning).toBeUndefined();
+    expect(sent.max_output_tokens).toBeUndefined();
+    expect(res.body.reasoning).toBeNull();
+    expect(res.body.max_output_tokens).toBeNull();
+  });
+
+  it("echoes client instructions and rejects them when disabled", async () => {
+    const res = await post({ input: "#echo-request", instructions: "Answer in French." });
+    expect(res.body.instructions).toBe("Answer in French.");
+    expect(JSON.parse(res.body.output_text as string).instructions).toBe("Answer in French.");
+    const disabled = await post({ input: "x", instructions: "no" }, { config: testConfig({ customization: { disable_query_system_prompt: true } }) });
+    expect(disabled.status).toBe(422);
+    expect(disabled.body.detail!.cause).toContain("instructions");
+  });
+
+  it("uses server tools by default, client tools instead, both with the merge header, and hides server MCP definitions", async () => {
+    const config = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
+    const serverOnly = await post({ input: "#echo-request" }, { config });
+    expect(JSON.parse(serverOnly.body.output_text as string).tools).toEqual([expect.objectContaining({ type: "mcp", server_label: "docs" })]);
+    expect(serverOnly.body.tools).toEqual([]);
+
+    const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
+    const clientOnly = await post({ input: "#echo-request", tools: [fn] }, { config });
+    expect(JSON.parse(clientOnly.body.output_text as string).tools.map((t: { type: string }) => t.type)).toEqual(["function"]);
+
+    const merged = await post({ input: "#echo-request", tools: [fn] }, { config, headers: { "X-SVC-Merge-Server-Tools": "true" } });
+    expect(JSON.parse(merged.body.output_text as string).tools.map((t: { type: string }) => t.type)).toEqual(["function", "mcp"]);
+    expect((merged.body.tools as Array<{ type: string }>).map((t) => t.type)).toEqual(["function"]);
+
+    const rag = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] });
+    const fileSearch = await post(
+      { input: "x", tools: [{ type: "file_search", vector_store_ids: ["docs"] }] },
+      { config: rag, headers: { "X-SVC-Merge-Server-Tools": "true" } },
+    );
+    expect(fileSearch.status).toBe(409);
+    expect(fileSearch.body.detail!.response).toBe("Tool conflict detected");
+  });
+
+  it("translates store ids to the backend and back", async () => {
+    const rag = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] });
+    const res = await post({ input: "#echo-request", tools: [{ type: "file_search", vector_store_ids: ["docs"] }] }, { config: rag });
+    expect(JSON.parse(res.body.output_text as string).tools[0].vector_store_ids).toEqual(["vs_docs"]);
+    expect((res.body.tools as Array<{ vector_store_ids: string[] }>)[0]!.vector_store_ids).toEqual(["docs"]);
+  });
+
+  it("filters server MCP events out of streams and keeps output indexes dense", async () => {
+    const config = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
+    const response = await call("/v1/responses", { json: { input: "#mcp-call:docs:lookup", stream: true }, user: "olivia", config });
+    const events = (await readSse(response)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
+    expect(events.some((e) => String(e.type).includes("mcp"))).toBe(false);
+    const added = events.filter((e) => e.type === "response.output_item.added");
+    expect(added.map((e) => e.output_index)).toEqual([0]);
+
+    const clientMcp = await call("/v1/responses", { json: { input: "#mcp-call:other:lookup", stream: true }, user: "olivia", config });
+    const clientEvents = (await readSse(clientMcp)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
+    expect(clientEvents.some((e) => e.type === "response.mcp_call.completed")).toBe(true);
+  });
+
+  it("renders stored prompts with variables", async () => {
+    const created = await callJson<{ prompt_id: string }>("/v1/prompts", { json: { prompt: "You are {{persona}}.", variables: ["persona"] } });
+    const res = await post({ input: "#echo-request", prompt: { id: created.body.prompt_id, variables: { persona: "a pirate" } } });
+    expect(JSON.parse(res.body.output_text as string).instructions).toBe("You are a pirate.");
+    const missing = await post({ input: "x", prompt: { id: created.body.prompt_id } });
+    expect(missing.status).toBe(422);
+    const unknown = await post({ input: "x", prompt: { id: `pmpt_${"0".repeat(48)}` } });
+    expect(unknown.status).toBe(404);
+  });
+});
