@@ -7,6 +7,7 @@ import { runtime } from "./middleware.ts";
 import { conversations } from "./routes/conversations.ts";
 import { prompts } from "./routes/prompts.ts";
 import { query } from "./routes/query.ts";
+import { quotas } from "./routes/quotas.ts";
 import { responses } from "./routes/responses.ts";
 import { service } from "./routes/service.ts";
 
@@ -27,6 +28,7 @@ app.route("/", service);
 app.route("/", query);
 app.route("/", conversations);
 app.route("/", responses);
+app.route("/", quotas);
 app.route("/", prompts);
 
 app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));

@@ -1,4 +1,5 @@
 import { app } from "./app.ts";
+import { scheduled } from "./scheduled.ts";
 
 export { ConversationDO } from "../durable-objects/conversation-do.ts";
 export { QuotaDO } from "../durable-objects/quota-do.ts";
@@ -6,4 +7,5 @@ export { A2AContextDO } from "../durable-objects/a2a-context-do.ts";
 
 export default {
   fetch: app.fetch,
+  scheduled,
 } satisfies ExportedHandler<Env>;

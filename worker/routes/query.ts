@@ -129,7 +129,7 @@ function queryResponse(conversationId: string, result: TurnResult) {
     truncated: false,
     input_tokens: result.inputTokens,
     output_tokens: result.outputTokens,
-    available_quotas: {},
+    available_quotas: result.availableQuotas,
   };
 }
 
@@ -171,7 +171,7 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
         line(
           "end",
           { referenced_documents: [], truncated: false, input_tokens: result.inputTokens, output_tokens: result.outputTokens },
-          { available_quotas: {} },
+          { available_quotas: result.availableQuotas },
         ),
       );
     },

@@ -16,6 +16,7 @@ import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
 import { presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
 import { readJson } from "../validation.ts";
+import type { AvailableQuotas } from "../quota/quotas.ts";
 import { conversationStub, type Item, type StoredTurn } from "../../durable-objects/conversation-do.ts";
 import { finished, sse } from "./streams.ts";
 
@@ -79,7 +80,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
   if (!body.stream) {
     const result = await finished(turn.events);
     if (result.status === "failed" || !result.response) throw result.error ?? errors.internal();
-    return c.json(present(result.response, true));
+    return c.json(present(result.response, result.availableQuotas));
   }
   return sse(turn.events.pipeThrough(responsesEventStream(present, tools.serverMcpLabels)));
 });
@@ -148,7 +149,8 @@ function lastUserText(items: Item[]): string {
     .join("\n");
 }
 
-type Presenter = (response: BackendResponse, final: boolean) => Record<string, unknown>;
+/** Shows a response; `quotas` are given once the turn is persisted and its tokens consumed. */
+type Presenter = (response: BackendResponse, quotas?: AvailableQuotas) => Record<string, unknown>;
 
 /** The backend's response object as this endpoint shows it (SPEC "Responses response"). */
 function presenter(
@@ -171,28 +173,38 @@ function presenter(
     safety_identifier: body.safety_identifier ?? null,
     conversation: toBackendId(turn.conversationId),
   };
-  return (response, final) => ({
+  return (response, quotas) => ({
     ...response,
     ...shown,
     output_text: responseText(response),
-    ...(final ? { available_quotas: {} } : {}),
+    ...(quotas ? { available_quotas: quotas } : {}),
   });
 }
 
-/** SPEC "Responses stream": the backend's events as they arrive, server MCP activity hidden, `[DONE]` last. */
+/**
+ * SPEC "Responses stream": the backend's events as they arrive, server MCP activity hidden, `[DONE]`
+ * last. The terminal event (completed, incomplete, failed) waits until the turn is persisted, so
+ * that it carries the quotas left after this answer and a client that saw it finds the turn stored.
+ */
 function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>): TransformStream<TurnEvent, string> {
   const hiddenItems = new Set<string>();
   const hiddenIndexes: number[] = [];
-  let terminalSent = false;
-  const frame = (type: string, data: unknown) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
+  let terminal: (ResponseStreamEvent & Record<string, unknown>) | null = null;
+  const frame = (data: Record<string, unknown>) => `event: ${String(data.type)}\ndata: ${JSON.stringify(data)}\n\n`;
+  const withResponse = (data: ResponseStreamEvent & Record<string, unknown>, quotas?: AvailableQuotas) => {
+    const response = present(data.response as BackendResponse, quotas);
+    return { ...data, response, conversation: response.conversation, ...(quotas ? { available_quotas: quotas } : {}) };
+  };
 
   return new TransformStream<TurnEvent, string>({
     transform(event, controller) {
       if (event.type === "finished") {
-        const error = event.result.error;
-        if (!terminalSent) {
+        const { error, availableQuotas } = event.result;
+        if (terminal) {
+          controller.enqueue(frame(withResponse(terminal, availableQuotas)));
+        } else {
           const failure = error ?? errors.internal("the response ended early");
-          controller.enqueue(frame("error", { type: "error", code: String(failure.status), message: `${failure.response}: ${failure.cause}`, param: null }));
+          controller.enqueue(frame({ type: "error", code: String(failure.status), message: `${failure.response}: ${failure.cause}`, param: null }));
         }
         controller.enqueue("data: [DONE]\n\n");
         return;
@@ -204,14 +216,11 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>):
         const index = data.output_index;
         data.output_index = index - hiddenIndexes.filter((hidden) => hidden < index).length;
       }
-      if ("response" in data && data.response) {
-        const final = TERMINAL_EVENTS.has(data.type);
-        terminalSent ||= final;
-        data.response = present(data.response as BackendResponse, false) as never;
-        data.conversation = (data.response as { conversation: string }).conversation;
-        if (final || data.type === "response.in_progress") data.available_quotas = {};
+      if (TERMINAL_EVENTS.has(data.type)) {
+        terminal = data;
+        return;
       }
-      controller.enqueue(frame(data.type, data));
+      controller.enqueue(frame("response" in data && data.response ? withResponse(data, data.type === "response.in_progress" ? {} : undefined) : data));
     },
   });
 }

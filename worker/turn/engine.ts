@@ -4,10 +4,11 @@
 // turn before its last event, so nothing a client was told is lost. It knows nothing of HTTP.
 import type { ResponseCreateParamsStreaming, ResponseStreamEvent, Response as BackendResponse } from "openai/resources/responses/responses";
 import type { AuthContext } from "../auth/types.ts";
-import type { Item, StoredTurn, TurnOutcome, TurnStatus, TurnSummary } from "../../durable-objects/conversation-do.ts";
+import type { BeginResult, Item, StoredTurn, TurnOutcome, TurnStatus, TurnSummary } from "../../durable-objects/conversation-do.ts";
 import { conversationStub, INTERRUPT_SIGNAL } from "../../durable-objects/conversation-do.ts";
 import { ApiError, errors } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
+import { checkQuotas, consumeQuotas, quotaCounters, type AvailableQuotas } from "../quota/quotas.ts";
 import { openStore, type ConversationRecord } from "../storage/store.ts";
 import { backendError } from "./backend-errors.ts";
 import { historyInput } from "./history.ts";
@@ -50,6 +51,8 @@ export interface TurnResult {
   error: ApiError | null;
   /** The conversation record after this turn (null for failed turns, which are not counted). */
   record: ConversationRecord | null;
+  /** Tokens left per quota limiter after this turn's consumption. */
+  availableQuotas: AvailableQuotas;
 }
 
 export type TurnEvent = { type: "backend"; event: ResponseStreamEvent } | { type: "finished"; result: TurnResult };
@@ -74,20 +77,29 @@ export interface TurnDeps {
  */
 export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<RunningTurn> {
   const { env, rt } = deps;
+  const store = openStore(env, rt.config.database);
+  const counters = quotaCounters(rt.config, request.auth.userId);
   const conversation = conversationStub(env.CONVERSATION, request.conversationId);
-  const begun = await conversation.beginTurn({
-    userId: request.auth.userId,
-    requestId: request.requestId,
-    create: request.isNew,
-    seed: request.seed,
-  });
-  if (!begun.ok) {
-    throw begun.reason === "forbidden"
-      ? conversationForbidden(request.auth.userId, request.conversationId)
-      : errors.notFound("Conversation", request.conversationId);
+  let begun: Extract<BeginResult, { ok: true }>;
+  try {
+    if (counters.length > 0) await checkQuotas(env, store, counters);
+    const result = await conversation.beginTurn({
+      userId: request.auth.userId,
+      requestId: request.requestId,
+      create: request.isNew,
+      seed: request.seed,
+    });
+    if (!result.ok) {
+      throw result.reason === "forbidden"
+        ? conversationForbidden(request.auth.userId, request.conversationId)
+        : errors.notFound("Conversation", request.conversationId);
+    }
+    begun = result;
+  } catch (error) {
+    await store.close().catch(() => undefined);
+    throw error;
   }
 
-  const store = openStore(env, rt.config.database);
   const registered = request.interruptible
     ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
     : Promise.resolve();
@@ -109,8 +121,11 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       { signal: abort.signal },
     );
   } catch (error) {
-    await Promise.allSettled([conversation.abandonTurn(begun.turnNumber), registered, store.close()]);
-    if (request.interruptible) deps.waitUntil(store.streamRequests.remove(request.requestId).catch(() => undefined));
+    await Promise.allSettled([
+      conversation.abandonTurn(begun.turnNumber),
+      registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
+    ]);
+    await store.close().catch(() => undefined);
     throw backendError(error, request.model.identifier);
   }
 
@@ -135,14 +150,17 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     const outcome = toOutcome(request, status, collected);
     const summaryText = await topic.catch(() => null);
 
-    const [, recorded] = await Promise.allSettled([
+    const tokens = outcome.tokens.input + outcome.tokens.output;
+    const [, recorded, quotas] = await Promise.allSettled([
       conversation.completeTurn(begun.turnNumber, outcome),
-      status === "failed"
-        ? Promise.resolve(null)
-        : recordTurn(store, request, outcome, summaryText),
+      status === "failed" ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
+      counters.length > 0 && tokens > 0 ? consumeQuotas(env, store, counters, tokens) : Promise.resolve({}),
+      rt.config.quota_handlers.enable_token_history && tokens > 0
+        ? store.tokenUsage.add({ userId: request.auth.userId, provider: outcome.provider, model: outcome.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output })
+        : Promise.resolve(),
       registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
     ]);
-    if (recorded.status === "rejected") console.error("could not record turn", recorded.reason);
+    for (const settled of [recorded, quotas]) if (settled.status === "rejected") console.error("could not persist turn", settled.reason);
     await store.close().catch(() => undefined);
 
     await emit({
@@ -156,6 +174,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         summary: outcome.summary,
         error: collected.error,
         record: recorded.status === "fulfilled" ? recorded.value : null,
+        availableQuotas: quotas.status === "fulfilled" ? quotas.value : {},
       },
     });
     await writer.close().catch(() => undefined);

@@ -1,0 +1,121 @@
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import worker from "../../worker/index.ts";
+import { openStore } from "../../worker/storage/store.ts";
+import { call, callJson, readSse, testConfig } from "./helpers.ts";
+
+type Answer = { response: string; input_tokens: number; output_tokens: number; available_quotas: Record<string, number>; detail?: { response: string; cause: string } };
+
+const ask = (config: string, user: string, query = "hello") => callJson<Answer>("/v1/query", { json: { query }, user, config });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const limiter = (overrides: Record<string, unknown>) => ({ type: "user_limiter", name: "user_daily", initial_quota: 10, quota_increase: 0, period: "1 day", ...overrides });
+const withLimiters = (limiters: unknown[], extra: Record<string, unknown> = {}) => testConfig({ quota_handlers: { limiters, ...extra } });
+
+async function runScheduler(config: string): Promise<void> {
+  const ctx = createExecutionContext();
+  await worker.scheduled(createScheduledController({ cron: "* * * * *" }), { ...env, PARLEY_CONFIG: config }, ctx);
+}
+
+describe("token quotas", () => {
+  it("answers while tokens are left, then 429 with the user cause", async () => {
+    const config = withLimiters([limiter({ name: "u_exhaust" })]);
+    const first = await ask(config, "quinn");
+    expect(first.status).toBe(200);
+    expect(first.body.available_quotas).toEqual({ u_exhaust: 0 });
+    const second = await ask(config, "quinn");
+    expect(second.status).toBe(429);
+    expect(second.body).toEqual({ detail: { response: "The quota has been exceeded", cause: "User quinn has no available tokens" } });
+    expect((await ask(config, "rita")).status).toBe(200);
+  });
+
+  it("shares the cluster limiter across users", async () => {
+    const config = withLimiters([limiter({ type: "cluster_limiter", name: "cluster_shared" })]);
+    expect((await ask(config, "sam")).status).toBe(200);
+    expect((await ask(config, "tara")).body).toEqual({ detail: { response: "The quota has been exceeded", cause: "Cluster has no available tokens" } });
+  });
+
+  it("refills at the period through the scheduler, and when touched overdue without it", async () => {
+    const config = withLimiters([limiter({ name: "u_refill", period: "1 second" })]);
+    expect((await ask(config, "uma")).status).toBe(200);
+    expect((await ask(config, "uma")).status).toBe(429);
+    const store = openStore(env, undefined);
+    const [before] = await store.quotaSubjects.due(Number.MAX_SAFE_INTEGER, 1000).then((rows) => rows.filter((r) => r.limiter === "u_refill"));
+    await sleep(1100);
+    await runScheduler(config);
+    const [after] = await store.quotaSubjects.due(Number.MAX_SAFE_INTEGER, 1000).then((rows) => rows.filter((r) => r.limiter === "u_refill"));
+    expect(after!.nextResetAt).toBeGreaterThan(before!.nextResetAt);
+    const mine = await callJson<{ quotas: Array<{ limiter: string; available: number }> }>("/v1/quotas", { user: "uma", config });
+    expect(mine.body.quotas).toEqual([expect.objectContaining({ limiter: "u_refill", available: 10 })]);
+
+    expect((await ask(config, "uma")).status).toBe(200);
+    expect((await ask(config, "uma")).status).toBe(429);
+    await sleep(1100);
+    expect((await ask(config, "uma")).status).toBe(200);
+  });
+
+  it("adds quota_increase each period", async () => {
+    const config = withLimiters([limiter({ name: "u_grow", initial_quota: 5, quota_increase: 1000, period: 1 })]);
+    const first = await ask(config, "vic");
+    const used = first.body.input_tokens + first.body.output_tokens;
+    expect((await ask(config, "vic")).status).toBe(429);
+    await sleep(1100);
+    const mine = await callJson<{ quotas: Array<{ available: number }> }>("/v1/quotas", { user: "vic", config });
+    expect(mine.body.quotas[0]!.available).toBe(5 - used + 1000);
+  });
+
+  it("consumes exactly the sum of 20 parallel answers, with token history", async () => {
+    const config = withLimiters([limiter({ name: "u_parallel", initial_quota: 1_000_000 }), limiter({ type: "cluster_limiter", name: "c_parallel", initial_quota: 1_000_000 })], {
+      enable_token_history: true,
+    });
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, n) => ask(config, "wes", `parallel question number ${n}`)));
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    const spent = answers.reduce((sum, a) => sum + a.body.input_tokens + a.body.output_tokens, 0);
+    const mine = await callJson<{ quotas: Array<{ limiter: string; available: number }>; token_history: Array<Record<string, unknown>> }>("/v1/quotas", { user: "wes", config });
+    expect(mine.body.quotas.map((q) => [q.limiter, q.available])).toEqual([
+      ["u_parallel", 1_000_000 - spent],
+      ["c_parallel", 1_000_000 - spent],
+    ]);
+    expect(mine.body.token_history).toEqual([
+      expect.objectContaining({
+        provider: "scripted",
+        model: "parley-small",
+        input_tokens: answers.reduce((sum, a) => sum + a.body.input_tokens, 0),
+        output_tokens: answers.reduce((sum, a) => sum + a.body.output_tokens, 0),
+      }),
+    ]);
+  });
+
+  it("reports available_quotas on query, streaming end, responses and their stream", async () => {
+    const config = withLimiters([limiter({ name: "u_report", initial_quota: 100_000 })]);
+    const query = await ask(config, "xena");
+    const left = 100_000 - query.body.input_tokens - query.body.output_tokens;
+    expect(query.body.available_quotas).toEqual({ u_report: left });
+
+    const stream = await readSse(await call("/v1/streaming_query", { json: { query: "s" }, user: "xena", config }));
+    const end = stream.map((e) => e.data as { event: string; available_quotas?: Record<string, number> }).find((e) => e.event === "end")!;
+    expect(end.available_quotas!.u_report).toBeLessThan(left);
+
+    const responses = await callJson<{ available_quotas: Record<string, number>; usage: { total_tokens: number } }>("/v1/responses", { json: { input: "r" }, user: "xena", config });
+    expect(responses.body.available_quotas.u_report).toBeLessThan(end.available_quotas!.u_report!);
+
+    const events = (await readSse(await call("/v1/responses", { json: { input: "rs", stream: true }, user: "xena", config }))).map(
+      (e) => e.data as { type?: string; available_quotas?: Record<string, number>; response?: { usage?: { total_tokens: number } } },
+    );
+    expect(events.find((e) => e.type === "response.in_progress")!.available_quotas).toEqual({});
+    const completed = events.find((e) => e.type === "response.completed")!;
+    expect(completed.available_quotas!.u_report).toBe(responses.body.available_quotas.u_report! - completed.response!.usage!.total_tokens);
+  });
+
+  it("lets an admin read any subject, and nobody else", async () => {
+    const config = testConfig({
+      quota_handlers: { limiters: [limiter({ name: "u_admin" })] },
+      authorization: { access_rules: [{ role: "*", actions: ["query", "read_quotas"] }] },
+    });
+    await ask(config, "yara");
+    expect((await callJson("/v1/quotas/u_admin/yara", { user: "zed", config })).status).toBe(403);
+    const open = withLimiters([limiter({ name: "u_admin" })]);
+    expect((await callJson<{ quotas: Array<{ subject: string }> }>("/v1/quotas/u_admin/yara", { user: "root", config: open })).body.quotas[0]!.subject).toBe("yara");
+    expect((await callJson("/v1/quotas/nope/yara", { config: open })).status).toBe(404);
+  });
+});
