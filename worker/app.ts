@@ -6,6 +6,7 @@ import { ApiError, errors, renderError } from "./errors.ts";
 import { runtime } from "./middleware.ts";
 import { conversations } from "./routes/conversations.ts";
 import { prompts } from "./routes/prompts.ts";
+import { providers } from "./routes/providers.ts";
 import { query } from "./routes/query.ts";
 import { quotas } from "./routes/quotas.ts";
 import { responses } from "./routes/responses.ts";
@@ -30,6 +31,7 @@ app.route("/", conversations);
 app.route("/", responses);
 app.route("/", quotas);
 app.route("/", prompts);
+app.route("/", providers);
 
 app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));
 

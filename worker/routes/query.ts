@@ -14,6 +14,7 @@ import { startTurn, type BackendParams, type RunningTurn, type TurnEvent, type T
 import { finished, sse, textStream } from "./streams.ts";
 import { chooseModel } from "../turn/models.ts";
 import { toolCall, toolResult } from "../turn/summaries.ts";
+import { selectShields } from "../turn/shields.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { readJson } from "../validation.ts";
 import { conversationStub, type Item } from "../../durable-objects/conversation-do.ts";
@@ -113,6 +114,7 @@ async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interrupti
       instructions: prompt.text,
       params: turnTools(rt.config, body),
       generateTopicSummary: body.generate_topic_summary ?? true,
+      shields: selectShields(rt, body.shield_ids),
       interruptible,
     },
   );

@@ -13,6 +13,7 @@ import { conversationForbidden, responseText, startTurn, type BackendParams, typ
 import { chooseModel, type ModelChoice } from "../turn/models.ts";
 import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
+import { selectShields } from "../turn/shields.ts";
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
 import { presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
 import { readJson } from "../validation.ts";
@@ -37,6 +38,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
   }
   if (body.model && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
 
+  const shields = selectShields(rt, body.shield_ids);
   const target = await responsesConversation(c, store, body);
   const last = target.record && { model: target.record.lastUsedModel, provider: target.record.lastUsedProvider };
   const choice = await chooseModel(rt, modelRequest(body.model), last);
@@ -72,6 +74,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
         safety_identifier: body.safety_identifier ?? body.user ?? undefined,
       },
       generateTopicSummary: body.generate_topic_summary,
+      shields,
       interruptible: false,
     },
   );

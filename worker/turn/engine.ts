@@ -4,6 +4,7 @@
 // turn before its last event, so nothing a client was told is lost. It knows nothing of HTTP.
 import type { ResponseCreateParamsStreaming, ResponseStreamEvent, Response as BackendResponse } from "openai/resources/responses/responses";
 import type { AuthContext } from "../auth/types.ts";
+import type { ShieldConfig } from "../config/schema.ts";
 import type { BeginResult, Item, StoredTurn, TurnOutcome, TurnStatus, TurnSummary } from "../../durable-objects/conversation-do.ts";
 import { conversationStub, INTERRUPT_SIGNAL } from "../../durable-objects/conversation-do.ts";
 import { ApiError, errors } from "../errors.ts";
@@ -13,6 +14,7 @@ import { openStore, type ConversationRecord } from "../storage/store.ts";
 import { backendError } from "./backend-errors.ts";
 import { historyInput } from "./history.ts";
 import type { ModelInfo } from "./models.ts";
+import { blockedEvents, moderate, moderationText, type ShieldVerdict } from "./shields.ts";
 import { summarizeOutput } from "./summaries.ts";
 import { generateTopicSummary } from "./topic-summary.ts";
 
@@ -35,6 +37,11 @@ export interface TurnRequest {
   instructions: string;
   params: BackendParams;
   generateTopicSummary: boolean;
+  /**
+   * Shields selected for this turn (shield_ids); input ones run on the user's input before the model
+   * call, output ones on the answer. Omitted: every configured shield.
+   */
+  shields?: ShieldConfig[];
   /** Register the request id so /v1/streaming_query/interrupt can reach this turn. */
   interruptible: boolean;
 }
@@ -103,23 +110,32 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   const registered = request.interruptible
     ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
     : Promise.resolve();
-  const topic = request.isNew && request.generateTopicSummary ? generateTopicSummary(rt, request.model, request.userText) : Promise.resolve(null);
-  topic.catch(() => undefined);
-
   const abort = new AbortController();
+  const shields = request.shields ?? rt.config.shields;
+  const inputShields = shields.filter((shield) => shield.input);
+  const outputShields = shields.filter((shield) => shield.output);
   let backendStream: AsyncIterable<ResponseStreamEvent>;
+  let topic: Promise<string | null> = Promise.resolve(null);
   try {
-    backendStream = await rt.backend.responses.create(
-      {
-        ...request.params,
-        model: request.model.identifier,
-        instructions: request.instructions,
-        input: [...historyInput(begun.history), ...request.input] as unknown as ResponseCreateParamsStreaming["input"],
-        stream: true,
-        store: false,
-      },
-      { signal: abort.signal },
-    );
+    const verdict = inputShields.length > 0 ? await moderate(rt, inputShields, moderationText(request.input)) : null;
+    // The summary is a model call of its own: it may only see input the shields let through.
+    if (!verdict && request.isNew && request.generateTopicSummary) {
+      topic = generateTopicSummary(rt, request.model, request.userText);
+    }
+    // A blocked turn makes no model call: the refusal is its answer, recorded like any other.
+    backendStream = verdict
+      ? blockedStream(verdict.refusal, request)
+      : await rt.backend.responses.create(
+          {
+            ...request.params,
+            model: request.model.identifier,
+            instructions: request.instructions,
+            input: [...historyInput(begun.history), ...request.input] as unknown as ResponseCreateParamsStreaming["input"],
+            stream: true,
+            store: false,
+          },
+          { signal: abort.signal },
+        );
   } catch (error) {
     await Promise.allSettled([
       conversation.abandonTurn(begun.turnNumber),
@@ -145,7 +161,11 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       }
     };
 
-    const collected = await collect(backendStream, abort.signal, (event) => emit({ type: "backend", event }));
+    const forward = (event: ResponseStreamEvent) => emit({ type: "backend", event });
+    const collected =
+      outputShields.length > 0
+        ? await collectShielded(rt, outputShields, request, backendStream, abort.signal, forward)
+        : await collect(backendStream, abort.signal, forward);
     const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
     const outcome = toOutcome(request, status, collected);
     const summaryText = await topic.catch(() => null);
@@ -206,6 +226,8 @@ interface Collected {
   text: string;
   deltas: number;
   error: ApiError | null;
+  /** Tokens the model used, when the backend reported them (an output-blocked answer keeps its own). */
+  usage: { input: number; output: number } | null;
 }
 
 /** Forwards the backend's events and keeps what persistence needs: final response, text, status. */
@@ -214,7 +236,7 @@ async function collect(
   signal: AbortSignal,
   forward: (event: ResponseStreamEvent) => Promise<void>,
 ): Promise<Collected> {
-  const result: Collected = { status: null, response: null, text: "", deltas: 0, error: null };
+  const result: Collected = { status: null, response: null, text: "", deltas: 0, error: null, usage: null };
   try {
     for await (const event of stream) {
       switch (event.type) {
@@ -223,7 +245,7 @@ async function collect(
           result.deltas += 1;
           break;
         case "response.completed":
-          result.status = "completed";
+          result.status = (event.response.status as string) === "blocked" ? "blocked" : "completed";
           result.response = event.response;
           break;
         case "response.incomplete":
@@ -249,8 +271,49 @@ async function collect(
       result.error = backendError(error);
     }
   }
-  if (result.response) result.text = responseText(result.response) || result.text;
+  if (result.response) {
+    result.text = responseText(result.response) || result.text;
+    const usage = result.response.usage;
+    if (usage) result.usage = { input: usage.input_tokens, output: usage.output_tokens };
+  }
   return result;
+}
+
+/**
+ * Output shields see the whole answer before any of it is released: the backend's events are held
+ * until it completes, then either released as they came or replaced by the refusal. A stream can
+ * never bypass them; the price is that its first token waits for the last.
+ */
+async function collectShielded(
+  rt: Runtime,
+  shields: ShieldConfig[],
+  request: TurnRequest,
+  stream: AsyncIterable<ResponseStreamEvent>,
+  signal: AbortSignal,
+  forward: (event: ResponseStreamEvent) => Promise<void>,
+): Promise<Collected> {
+  const held: ResponseStreamEvent[] = [];
+  const collected = await collect(stream, signal, async (event) => void held.push(event));
+  if (collected.status !== "completed") {
+    for (const event of held) await forward(event);
+    return collected;
+  }
+  let verdict: ShieldVerdict | null;
+  try {
+    verdict = await moderate(rt, shields, collected.text);
+  } catch (error) {
+    return { ...collected, status: "failed", error: backendError(error), text: "" };
+  }
+  if (!verdict) {
+    for (const event of held) await forward(event);
+    return collected;
+  }
+  const refusal = await collect(blockedStream(verdict.refusal, request), signal, forward);
+  return { ...refusal, usage: collected.usage };
+}
+
+async function* blockedStream(refusal: string, request: TurnRequest): AsyncIterable<ResponseStreamEvent> {
+  yield* blockedEvents(refusal, request.model.identifier, request.instructions);
 }
 
 /** The answer text of a backend response: its output messages' text parts. */
@@ -268,10 +331,9 @@ type Outcome = TurnOutcome & { tokens: { input: number; output: number } };
 function toOutcome(request: TurnRequest, status: TurnStatus, collected: Collected): Outcome {
   const response = collected.response;
   const output: Item[] =
-    response && status === "completed"
+    response && (status === "completed" || status === "blocked")
       ? (response.output as unknown as Item[])
       : [{ type: "message", role: "assistant", status: "incomplete", content: [{ type: "output_text", text: collected.text, annotations: [] }] }];
-  const usage = response?.usage;
   return {
     status,
     provider: request.model.provider_id,
@@ -282,8 +344,8 @@ function toOutcome(request: TurnRequest, status: TurnStatus, collected: Collecte
     output,
     summary: { user: request.userText, assistant: collected.text, ...summarizeOutput(output) },
     tokens: {
-      input: usage?.input_tokens ?? estimateTokens(JSON.stringify(request.input) + request.instructions),
-      output: usage?.output_tokens ?? collected.deltas,
+      input: collected.usage?.input ?? (status === "blocked" ? 0 : estimateTokens(JSON.stringify(request.input) + request.instructions)),
+      output: collected.usage?.output ?? collected.deltas,
     },
   };
 }

@@ -1,0 +1,158 @@
+import { describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { call, callJson, readSse, testConfig } from "./helpers.ts";
+
+const REFUSAL = "Refused by input-guard.";
+const config = testConfig({
+  shields: [
+    { name: "input-guard", model: "omni-moderation-latest", message: REFUSAL },
+    { name: "second-guard", message: "Refused by second-guard." },
+  ],
+});
+const outputOnly = testConfig({ shields: [{ name: "output-guard", input: false, output: true, message: "Answer withheld." }] });
+
+/** What the scripted backend received whose body mentions `marker` (requests of other test files are ignored). */
+async function backendCalls(marker: string): Promise<Array<{ path: string }>> {
+  const base = inject("backendUrl").replace(/\/v1$/, "");
+  const requests = (await (await fetch(`${base}/__requests`)).json()) as Array<{ path: string; body: unknown }>;
+  return requests.filter((request) => JSON.stringify(request.body ?? "").includes(marker));
+}
+
+type Query = { conversation_id: string; response: string; input_tokens: number; output_tokens: number; detail?: { response: string } };
+
+describe("input shields", () => {
+  it("blocks /v1/query before the model: the refusal is the answer, zero tokens, recorded as blocked", async () => {
+    const marker = crypto.randomUUID();
+    const res = await callJson<Query>("/v1/query", { json: { query: `#unsafe ${marker}` }, user: "sheila", config });
+    expect(res.body).toMatchObject({ response: REFUSAL, input_tokens: 0, output_tokens: 0 });
+    const calls = await backendCalls(marker);
+    expect(calls.map((c) => c.path)).toEqual(["/v1/moderations"]);
+    const detail = await callJson<{ chat_history: Array<{ status: string; messages: Array<{ content: string }> }> }>(`/v1/conversations/${res.body.conversation_id}`, { user: "sheila" });
+    expect(detail.body.chat_history[0]).toMatchObject({ status: "blocked", messages: [{ content: `#unsafe ${marker}` }, { content: REFUSAL }] });
+  });
+
+  it("checks attachments too", async () => {
+    const res = await callJson<Query>("/v1/query", {
+      json: { query: "look at this log", attachments: [{ attachment_type: "log", content_type: "text/plain", content: "#unsafe line" }] },
+      user: "sheila",
+      config,
+    });
+    expect(res.body.response).toBe(REFUSAL);
+  });
+
+  it("streams start, the refusal and end on /v1/streaming_query", async () => {
+    const events = (await readSse(await call("/v1/streaming_query", { json: { query: "#unsafe stream" }, user: "sheila", config }))).map(
+      (e) => e.data as { event: string; data: Record<string, unknown> },
+    );
+    expect(events.map((e) => e.event)).toEqual(["start", "token", "turn_complete", "end"]);
+    expect(events[1]!.data.token).toBe(REFUSAL);
+    expect(events[3]!.data).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+  });
+
+  it("answers /v1/responses with status blocked, in JSON and as a stream", async () => {
+    const json = await callJson<{ status: string; output_text: string; output: Array<{ type: string }>; usage: { total_tokens: number } }>("/v1/responses", {
+      json: { input: "#unsafe please" },
+      user: "sheila",
+      config,
+    });
+    expect(json.body).toMatchObject({ status: "blocked", output_text: REFUSAL, usage: { total_tokens: 0 } });
+    expect(json.body.output.map((item) => item.type)).toEqual(["message"]);
+
+    const events = await readSse(await call("/v1/responses", { json: { input: "#unsafe please", stream: true }, user: "sheila", config }));
+    const types = events.map((e) => e.event ?? e.data);
+    expect(types).toEqual([
+      "response.created",
+      "response.output_item.added",
+      "response.output_text.delta",
+      "response.output_item.done",
+      "response.completed",
+      "[DONE]",
+    ]);
+    expect((events[4]!.data as { response: { status: string } }).response.status).toBe("blocked");
+  });
+
+  it("keeps blocked turns in history but never as the latest response", async () => {
+    const ok = await callJson<{ id: string; conversation: string }>("/v1/responses", { json: { input: "fine question" }, user: "sheila", config });
+    const blocked = await callJson<{ id: string; conversation: string }>("/v1/responses", {
+      json: { input: "#unsafe follow-up", previous_response_id: ok.body.id },
+      user: "sheila",
+      config,
+    });
+    expect(blocked.body.conversation).toBe(ok.body.conversation);
+    const refBlocked = await callJson("/v1/responses", { json: { input: "x", previous_response_id: blocked.body.id }, user: "sheila", config });
+    expect(refBlocked.status).toBe(404);
+    const next = await callJson<{ conversation: string; output_text: string }>("/v1/responses", {
+      json: { input: "continue", previous_response_id: ok.body.id },
+      user: "sheila",
+      config,
+    });
+    expect(next.body.conversation).toBe(ok.body.conversation);
+    expect(next.body.output_text).toBe("[user_turns=3] You said: continue");
+  });
+
+  it("applies shield_ids: omitted → all, [] → none, named → those, unknown → 404", async () => {
+    const ask = (shield_ids?: string[] | null) =>
+      callJson<Query>("/v1/query", { json: { query: "#unsafe ask", ...(shield_ids === undefined ? {} : { shield_ids }) }, user: "sheila", config });
+    expect((await ask()).body.response).toBe(REFUSAL);
+    expect((await ask(null)).body.response).toBe(REFUSAL);
+    expect((await ask([])).body.response).toBe("[user_turns=1] You said: #unsafe ask");
+    expect((await ask(["second-guard"])).body.response).toBe("Refused by second-guard.");
+    const unknown = await ask(["nope"]);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.detail!.response).toBe("Shield not found");
+  });
+
+  it("rejects shield_ids with 422 when overriding is disabled", async () => {
+    const locked = testConfig({ shields: [{ name: "input-guard" }], customization: { disable_shield_ids_override: true } });
+    expect((await callJson("/v1/query", { json: { query: "hi", shield_ids: [] }, user: "sheila", config: locked })).status).toBe(422);
+    expect((await callJson("/v1/responses", { json: { input: "hi", shield_ids: [] }, user: "sheila", config: locked })).status).toBe(422);
+    expect((await callJson<Query>("/v1/query", { json: { query: "#unsafe" }, user: "sheila", config: locked })).body.response).not.toContain("You said");
+  });
+});
+
+describe("output shields", () => {
+  it("hold a stream's answer and release nothing unsafe", async () => {
+    const events = (await readSse(await call("/v1/streaming_query", { json: { query: "repeat #unsafe words" }, user: "sheila", config: outputOnly }))).map(
+      (e) => e.data as { event: string; data: Record<string, unknown> },
+    );
+    expect(JSON.stringify(events)).not.toContain("#unsafe words");
+    expect(events.filter((e) => e.event === "token").map((e) => e.data.token)).toEqual(["Answer withheld."]);
+    expect(events.at(-1)!.event).toBe("end");
+  });
+
+  it("release a safe answer whole", async () => {
+    const res = await callJson<Query>("/v1/query", { json: { query: "harmless" }, user: "sheila", config: outputOnly });
+    expect(res.body.response).toBe("[user_turns=1] You said: harmless");
+    const responses = await callJson<{ status: string; output_text: string }>("/v1/responses", { json: { input: "repeat #unsafe" }, user: "sheila", config: outputOnly });
+    expect(responses.body).toMatchObject({ status: "blocked", output_text: "Answer withheld." });
+  });
+});
+
+describe("shields and providers views", () => {
+  it("lists configured shields", async () => {
+    const { body } = await callJson<{ shields: unknown[] }>("/v1/shields", { config });
+    expect(body.shields).toEqual([
+      { identifier: "input-guard", params: { input: true, output: false, model: "omni-moderation-latest" }, provider_id: "backend-moderation", provider_resource_id: "omni-moderation-latest", type: "shield" },
+      { identifier: "second-guard", params: { input: true, output: false }, provider_id: "backend-moderation", provider_resource_id: "second-guard", type: "shield" },
+    ]);
+  });
+
+  it("groups providers by API and shows one with redacted config and health", async () => {
+    const withProvider = testConfig({
+      inference: { providers: [{ type: "openai", api_key_env: "OPENAI_API_KEY", allowed_models: ["parley-small"] }] },
+      inference_backend: { api_key: "sk-should-not-show" },
+      shields: [{ name: "guard" }],
+    });
+    const list = await callJson<{ providers: Record<string, Array<{ provider_id: string }>> }>("/v1/providers", { config: withProvider });
+    expect(list.body.providers.inference!.map((p) => p.provider_id)).toEqual(["inference_backend", "openai", "scripted"]);
+    expect(list.body.providers.safety).toEqual([{ provider_id: "backend-moderation", provider_type: "remote::openai-moderation" }]);
+    const one = await call("/v1/providers/inference_backend", { config: withProvider });
+    const text = await one.text();
+    expect(text).not.toContain("sk-should-not-show");
+    expect(JSON.parse(text)).toMatchObject({ api: "inference", provider_id: "inference_backend", health: { status: "OK" } });
+    expect(await callJson("/v1/providers/nope", { config: withProvider })).toEqual({
+      status: 404,
+      body: { detail: { response: "Provider not found", cause: "Provider with ID nope does not exist" } },
+    });
+  });
+});

@@ -1,0 +1,124 @@
+// Safety shields (REFERENCE "Shields"): configured moderation checks that run through the backend's
+// OpenAI-compatible moderation endpoint, in order. An input shield checks the user's input before
+// the model call; an output shield checks the whole answer before it is released. The first flag
+// blocks the turn and its refusal becomes the answer.
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
+import type { ShieldConfig } from "../config/schema.ts";
+import { errors } from "../errors.ts";
+import type { Runtime } from "../runtime.ts";
+import type { Item } from "../../durable-objects/conversation-do.ts";
+import { backendError } from "./backend-errors.ts";
+
+/** The refusal when a shield's configuration gives no message of its own. */
+export const DEFAULT_REFUSAL = "I cannot help with that request: it was flagged by the content safety policy.";
+
+/** SPEC shield_ids: omitted/null → every configured shield; [] → none; an unknown name → 404. */
+export function selectShields(rt: Runtime, shieldIds: string[] | null | undefined): ShieldConfig[] {
+  const configured = rt.config.shields;
+  if (shieldIds !== null && shieldIds !== undefined && rt.config.customization.disable_shield_ids_override) {
+    throw errors.invalidValue("shield_ids: this service does not allow choosing shields per request (disable_shield_ids_override)");
+  }
+  if (shieldIds === null || shieldIds === undefined) return configured;
+  return shieldIds.map((id) => {
+    const shield = configured.find((candidate) => candidate.name === id);
+    if (!shield) throw errors.notFound("Shield", id);
+    return shield;
+  });
+}
+
+export interface ShieldVerdict {
+  shield: string;
+  refusal: string;
+}
+
+/** Runs `shields` over `text` in order; the first flagged one decides. Null when nothing flagged. */
+export async function moderate(rt: Runtime, shields: ShieldConfig[], text: string): Promise<ShieldVerdict | null> {
+  for (const shield of shields) {
+    let flagged: boolean;
+    try {
+      const result = await rt.backend.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) });
+      flagged = result.results.some((entry) => entry.flagged);
+    } catch (error) {
+      // A shield that cannot run must not let the input through unchecked.
+      throw backendError(error);
+    }
+    if (flagged) return { shield: shield.name, refusal: shield.message ?? DEFAULT_REFUSAL };
+  }
+  return null;
+}
+
+/**
+ * What input shields check: the text of this turn's user messages and of their attached files
+ * (question and attachments; the retrieval context is added later and is not the user's input).
+ */
+export function moderationText(items: Item[]): string {
+  const texts: string[] = [];
+  for (const item of items) {
+    if (item.role !== "user") continue;
+    if (typeof item.content === "string") {
+      texts.push(item.content);
+      continue;
+    }
+    for (const part of (item.content ?? []) as Item[]) {
+      if (part.type === "input_text") texts.push(String(part.text));
+      if (part.type === "input_file" && typeof part.file_data === "string") texts.push(decodeTextData(part.file_data));
+    }
+  }
+  return texts.filter(Boolean).join("\n");
+}
+
+/** The text of a `data:text/...;base64,` URL (attachments are text types); other data is skipped. */
+function decodeTextData(url: string): string {
+  const match = /^data:([^;,]+)(;base64)?,(.*)$/s.exec(url);
+  if (!match || !/^(text\/|application\/(json|yaml|xml))/.test(match[1]!)) return "";
+  if (!match[2]) return decodeURIComponent(match[3]!);
+  const binary = atob(match[3]!);
+  return new TextDecoder().decode(Uint8Array.from(binary, (ch) => ch.charCodeAt(0)));
+}
+
+/**
+ * A blocked turn as the backend's stream would have shown an answer: created, the refusal message
+ * item (added, its text, done) and completed with status `blocked`, with zero usage. Every
+ * endpoint's adapter then renders a refusal the way it renders an answer.
+ */
+export function blockedEvents(refusal: string, model: string, instructions: string): ResponseStreamEvent[] {
+  const hex = (bytes: number) => Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
+  const responseId = `resp_${hex(24)}`;
+  const itemId = `msg_${hex(24)}`;
+  const now = Math.floor(Date.now() / 1000);
+  const message = {
+    type: "message" as const,
+    id: itemId,
+    status: "completed" as const,
+    role: "assistant" as const,
+    content: [{ type: "output_text" as const, text: refusal, annotations: [] }],
+  };
+  const response = (status: string, output: unknown[]) =>
+    ({
+      id: responseId,
+      object: "response",
+      created_at: now,
+      completed_at: status === "in_progress" ? null : now,
+      status,
+      error: null,
+      incomplete_details: null,
+      instructions,
+      model,
+      output,
+      parallel_tool_calls: true,
+      temperature: null,
+      tool_choice: "auto",
+      tools: [],
+      top_p: null,
+      usage: { input_tokens: 0, output_tokens: 0, total_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } },
+    }) as never;
+  let sequence = 0;
+  const next = <T extends object>(event: T) => ({ ...event, sequence_number: sequence++ }) as unknown as ResponseStreamEvent;
+  return [
+    next({ type: "response.created", response: response("in_progress", []) }),
+    next({ type: "response.output_item.added", output_index: 0, item: { ...message, status: "in_progress", content: [] } }),
+    next({ type: "response.output_text.delta", item_id: itemId, output_index: 0, content_index: 0, delta: refusal, logprobs: [] }),
+    next({ type: "response.output_item.done", output_index: 0, item: message }),
+    next({ type: "response.completed", response: response("blocked", [message]) }),
+  ];
+}
