@@ -202,6 +202,21 @@ describe("POST /v1/responses rules", () => {
     expect(clientEvents.some((e) => e.type === "response.mcp_call.completed")).toBe(true);
   });
 
+  it("counts only server-deployed tool activity when tools are merged", async () => {
+    const config = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
+    const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
+    const res = await post(
+      { input: "#call-tool:lookup #mcp-call:docs:search", tools: [fn] },
+      { config, headers: { "X-SVC-Merge-Server-Tools": "true" } },
+    );
+    expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call", "mcp_call", "message"]);
+    const detail = await callJson<{ chat_history: Array<{ tool_calls: Array<{ name: string }> }> }>(
+      `/v1/conversations/${String(res.body.conversation).slice(5)}`,
+      { user: "olivia" },
+    );
+    expect(detail.body.chat_history[0]!.tool_calls.map((call) => call.name)).toEqual(["search"]);
+  });
+
   it("renders stored prompts with variables", async () => {
     const created = await callJson<{ prompt_id: string }>("/v1/prompts", { json: { prompt: "You are {{persona}}.", variables: ["persona"] } });
     const res = await post({ input: "#echo-request", prompt: { id: created.body.prompt_id, variables: { persona: "a pirate" } } });

@@ -45,7 +45,8 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
   const stored = body.prompt ? await storedPrompt(store, body.prompt) : null;
   const prompt: SystemPrompt =
     body.instructions == null && stored ? { text: stored.text, fromClient: true } : resolveSystemPrompt(rt, body.instructions, "instructions");
-  const tools = resolveTools(rt.config, body.tools, c.req.header(MERGE_TOOLS_HEADER)?.toLowerCase() === "true");
+  const merge = c.req.header(MERGE_TOOLS_HEADER)?.toLowerCase() === "true";
+  const tools = resolveTools(rt.config, body.tools, merge);
   const input = inputItems(body.input, stored?.parts ?? []);
 
   const turn = await startTurn(
@@ -75,6 +76,8 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
       },
       generateTopicSummary: body.generate_topic_summary,
       shields,
+      // SPEC rule 5: with merged tools only server-deployed activity counts; client tools pass through.
+      countsTool: merge ? (item) => isServerDeployed(item, tools.serverMcpLabels) : undefined,
       interruptible: false,
     },
   );
@@ -226,6 +229,12 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>):
       controller.enqueue(frame("response" in data && data.response ? withResponse(data, data.type === "response.in_progress" ? {} : undefined) : data));
     },
   });
+}
+
+/** Server-deployed tool activity: the server's MCP servers, file search and web search. */
+function isServerDeployed(item: Item, serverMcpLabels: Set<string>): boolean {
+  if (SERVER_MCP_ITEMS.has(String(item.type))) return serverMcpLabels.has(String(item.server_label));
+  return item.type === "file_search_call" || item.type === "web_search_call";
 }
 
 /** True for events of server-deployed MCP items, which SPEC keeps out of client streams. */

@@ -42,6 +42,8 @@ export interface TurnRequest {
    * call, output ones on the answer. Omitted: every configured shield.
    */
   shields?: ShieldConfig[];
+  /** Which tool items the turn's summaries and storage count; all when omitted. */
+  countsTool?: (item: Item) => boolean;
   /** Register the request id so /v1/streaming_query/interrupt can reach this turn. */
   interruptible: boolean;
 }
@@ -342,7 +344,7 @@ function toOutcome(request: TurnRequest, status: TurnStatus, collected: Collecte
     completedAt: new Date().toISOString(),
     input: request.input,
     output,
-    summary: { user: request.userText, assistant: collected.text, ...summarizeOutput(output) },
+    summary: { user: request.userText, assistant: collected.text, ...summarizeOutput(output, request.countsTool) },
     tokens: {
       input: collected.usage?.input ?? (status === "blocked" ? 0 : estimateTokens(JSON.stringify(request.input) + request.instructions)),
       output: collected.usage?.output ?? collected.deltas,

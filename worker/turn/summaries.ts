@@ -7,9 +7,11 @@ export interface ToolSummaries {
   tool_results: Item[];
 }
 
-export function summarizeOutput(output: Item[]): ToolSummaries {
+/** `counts` leaves out tool activity that is not the server's to record (client tools when merged). */
+export function summarizeOutput(output: Item[], counts: (item: Item) => boolean = () => true): ToolSummaries {
   const summaries: ToolSummaries = { tool_calls: [], tool_results: [] };
   for (const item of output) {
+    if (!counts(item)) continue;
     const call = toolCall(item);
     if (!call) continue;
     summaries.tool_calls.push(call);
