@@ -5,6 +5,7 @@ import type { AppEnv } from "./app-env.ts";
 import { ApiError, errors, renderError } from "./errors.ts";
 import { runtime } from "./middleware.ts";
 import { conversations } from "./routes/conversations.ts";
+import { knowledge } from "./routes/knowledge.ts";
 import { prompts } from "./routes/prompts.ts";
 import { providers } from "./routes/providers.ts";
 import { query } from "./routes/query.ts";
@@ -31,6 +32,7 @@ app.route("/", conversations);
 app.route("/", responses);
 app.route("/", quotas);
 app.route("/", prompts);
+app.route("/", knowledge);
 app.route("/", providers);
 
 app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));

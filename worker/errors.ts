@@ -54,6 +54,10 @@ export const errors = {
       "User lacks model_override permission required to override model/provider.",
     ),
 
+  /** SPEC "Retrieval behaviour": the portal source is read-only. */
+  readOnlyStore: (id: string) =>
+    new ApiError(403, "Vector Store is read-only", `Vector Store with ID ${id} is the knowledge portal source, which cannot be changed`),
+
   invalidConversationId: (id: string) =>
     new ApiError(400, "Invalid conversation ID format", `conversation id ${id} has invalid format`),
   invalidPromptId: (id: string) => new ApiError(400, "Invalid prompt ID format", `prompt id ${id} has invalid format`),

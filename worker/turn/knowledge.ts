@@ -1,6 +1,6 @@
 // The operator's knowledge sources in one shape, whichever configuration form declared them (the
-// deprecated byok_rag/rag/portal sections or the unified 0.7.0 `rag` section). Clients name stores
-// by rag_id; the backend knows them by vector_db_id.
+// deprecated byok_rag/rag/portal/reranker sections or the unified 0.7.0 `rag` section). Clients name
+// stores by rag_id; the backend knows them by vector_db_id.
 import { isUnifiedRag, PORTAL_RAG_ID, type Config } from "../config/schema.ts";
 
 export interface KnowledgeStore {
@@ -10,6 +10,25 @@ export interface KnowledgeStore {
   vectorDbId: string;
   kind: "byok" | "portal";
   scoreMultiplier: number;
+  /** How many chunks one inline search asks this store for (SPEC "Limits": BYOK 10, portal 5). */
+  fetchLimit: number;
+}
+
+/** Settings of the knowledge portal source (SPEC "portal"; unified form: rag.okp). */
+export interface PortalSettings {
+  url: string | null;
+  /** true: chunk URLs are built from the chunk's parent id; false: the chunk's reference URL. */
+  offline: boolean;
+  /** Solr boolean query ANDed into every portal search. */
+  chunkFilterQuery: string | null;
+}
+
+export interface RetrievalSettings {
+  /** Final number of inline chunks after merging the stores. */
+  maxChunks: number;
+  /** max_num_results of the file_search tool. */
+  toolMaxChunks: number;
+  reranker: { enabled: boolean; model: string };
 }
 
 export interface KnowledgeSources {
@@ -18,7 +37,17 @@ export interface KnowledgeSources {
   inline: string[];
   /** rag ids offered to the model through file_search. */
   tool: string[];
+  /** Present when the portal source is configured or listed. */
+  portal: PortalSettings | null;
+  retrieval: RetrievalSettings;
 }
+
+// SPEC "Limits": the constants of the deprecated form; the unified form makes them settings.
+const BYOK_FETCH_LIMIT = 10;
+const PORTAL_FETCH_LIMIT = 5;
+const INLINE_MAX_CHUNKS = 10;
+const TOOL_MAX_CHUNKS = 10;
+const DEFAULT_RERANKER = { enabled: false, model: "cross-encoder/ms-marco-MiniLM-L6-v2" };
 
 const cache = new WeakMap<Config, KnowledgeSources>();
 
@@ -31,33 +60,68 @@ export function knowledgeSources(config: Config): KnowledgeSources {
 function buildSources(config: Config): KnowledgeSources {
   const rag = config.rag;
   let byok: Array<{ rag_id: string; vector_db_id: string; score_multiplier: number }>;
-  let portalDbId: string | undefined;
+  let portalConfig: { portal_url?: string; offline: boolean; chunk_filter_query?: string; vector_db_id: string } | undefined;
   let inline: string[];
   let tool: string[];
+  let limits: { byok: number; portal: number };
+  let retrieval: RetrievalSettings;
   if (rag && isUnifiedRag(rag)) {
     byok = rag.byok.stores;
-    portalDbId = rag.okp.vector_db_id;
+    portalConfig = rag.okp;
     inline = rag.retrieval.inline.sources;
     tool = rag.retrieval.tool.sources;
+    limits = { byok: rag.byok.max_chunks, portal: rag.okp.max_chunks };
+    retrieval = {
+      maxChunks: rag.retrieval.inline.max_chunks,
+      toolMaxChunks: rag.retrieval.tool.max_chunks,
+      reranker: rag.retrieval.inline.reranker,
+    };
   } else {
     byok = config.byok_rag;
-    portalDbId = config.portal?.vector_db_id;
+    portalConfig = config.portal;
     inline = rag?.inline ?? [];
     tool = rag?.tool ?? [];
+    limits = { byok: BYOK_FETCH_LIMIT, portal: PORTAL_FETCH_LIMIT };
+    retrieval = { maxChunks: INLINE_MAX_CHUNKS, toolMaxChunks: TOOL_MAX_CHUNKS, reranker: config.reranker ?? DEFAULT_RERANKER };
   }
   const stores: KnowledgeStore[] = byok.map((store) => ({
     ragId: store.rag_id,
     vectorDbId: store.vector_db_id,
     kind: "byok",
     scoreMultiplier: store.score_multiplier,
+    fetchLimit: limits.byok,
   }));
   const portalListed = inline.includes(PORTAL_RAG_ID) || tool.includes(PORTAL_RAG_ID);
+  let portal: PortalSettings | null = null;
   if (portalListed || config.portal) {
-    stores.push({ ragId: PORTAL_RAG_ID, vectorDbId: portalDbId ?? "portal-rag", kind: "portal", scoreMultiplier: 1 });
+    stores.push({
+      ragId: PORTAL_RAG_ID,
+      vectorDbId: portalConfig?.vector_db_id ?? "portal-rag",
+      kind: "portal",
+      // SPEC "Retrieval behaviour": portal scores are never rescaled.
+      scoreMultiplier: 1,
+      fetchLimit: limits.portal,
+    });
+    portal = {
+      url: portalConfig?.portal_url ?? null,
+      offline: portalConfig?.offline ?? true,
+      chunkFilterQuery: portalConfig?.chunk_filter_query ?? null,
+    };
   }
   // SPEC: with neither list given, every store is registered for the tool strategy.
   if (inline.length === 0 && tool.length === 0) tool = stores.map((store) => store.ragId);
-  return { stores, inline, tool };
+  return { stores, inline, tool, portal, retrieval };
+}
+
+/** The configured store a client or backend id names, if any. */
+export function findStore(config: Config, id: string): KnowledgeStore | undefined {
+  const stores = knowledgeSources(config).stores;
+  return stores.find((store) => store.ragId === id) ?? stores.find((store) => store.vectorDbId === id);
+}
+
+/** Whether an id names the read-only portal source (SPEC "Retrieval behaviour"); "okp" is reserved even unconfigured. */
+export function isPortalStore(config: Config, id: string): boolean {
+  return id === PORTAL_RAG_ID || findStore(config, id)?.kind === "portal";
 }
 
 /** Client store id → backend id; ids that name no configured store are taken as backend ids. */
