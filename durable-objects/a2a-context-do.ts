@@ -1,3 +1,236 @@
+// One A2AContextDO per (user, A2A contextId). It maps the context to its conversation and is the
+// single writer of the context's tasks: their state, history, artifacts and event log. The Worker
+// running a task's turn appends its events here; every stream of the task (the one that started
+// it and any tasks/resubscribe) reads from here, so all of them see the same events in the same
+// order, and a cancel or the time-out ends the task for all of them at once.
+import type { Message, Task } from "@a2a-js/sdk";
 import { DurableObject } from "cloudflare:workers";
+import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/a2a/task-state.ts";
+import { conversationStub } from "./conversation-do.ts";
 
-export class A2AContextDO extends DurableObject<Env> {}
+/** SPEC "Limits": a task still running this long after it was submitted fails. */
+export const A2A_TASK_TIMEOUT_MS = 300_000;
+
+export interface ContextConversation {
+  /** Normalized id of the conversation this context continues. */
+  id: string;
+  /** False until a turn has begun in it: the first turn creates it. */
+  started: boolean;
+}
+
+export type StartTaskResult = { ok: true; task: Task } | { ok: false; reason: "not_found" | "terminal" | "running" };
+
+export type CancelTaskResult = { ok: true; task: Task } | { ok: false; reason: "not_found" | "not_cancelable" };
+
+// A type alias, not an interface: the SQL cursor types want rows assignable to a string-keyed record.
+type TaskRow = {
+  task_id: string;
+  state: string;
+  task: string;
+  request_id: string | null;
+  deadline: number | null;
+  first_seq: number;
+};
+
+const encoder = new TextEncoder();
+
+export class A2AContextDO extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
+  /** Open streams per task, each written every event the task logs until its final one. */
+  private readonly subscribers = new Map<string, Set<WritableStreamDefaultWriter<Uint8Array>>>();
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(`
+      CREATE TABLE IF NOT EXISTS context (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        conversation_id TEXT NOT NULL,
+        conversation_started INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE IF NOT EXISTS tasks (
+        task_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        task TEXT NOT NULL,
+        request_id TEXT,
+        deadline INTEGER,
+        first_seq INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE IF NOT EXISTS events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        event TEXT NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS events_by_task ON events (task_id, seq);`);
+  }
+
+  /** The context's conversation; the first call binds `candidateId` to it. */
+  async bindConversation(candidateId: string): Promise<ContextConversation> {
+    this.sql.exec("INSERT OR IGNORE INTO context (id, conversation_id) VALUES (1, ?)", candidateId);
+    const row = this.sql.exec<{ conversation_id: string; conversation_started: number }>("SELECT * FROM context").one();
+    return { id: row.conversation_id, started: row.conversation_started === 1 };
+  }
+
+  /**
+   * Opens a task for `message`: a new one, or (resume) one waiting for input. Logs its `task` event
+   * (state submitted) and starts its time-out.
+   */
+  async startTask(input: { taskId: string; contextId: string; message: Message; resume: boolean }): Promise<StartTaskResult> {
+    const row = this.row(input.taskId);
+    if (input.resume && !row) return { ok: false, reason: "not_found" };
+    if (row && TERMINAL_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "terminal" };
+    if (row && ACTIVE_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "running" };
+
+    const task = submittedTask(row ? (JSON.parse(row.task) as Task) : null, { taskId: input.taskId, contextId: input.contextId }, input.message);
+    const deadline = Date.now() + A2A_TASK_TIMEOUT_MS;
+    this.sql.exec(
+      `INSERT INTO tasks (task_id, state, task, request_id, deadline) VALUES (?, ?, ?, NULL, ?)
+       ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, task = excluded.task, request_id = NULL, deadline = excluded.deadline`,
+      input.taskId,
+      task.status.state,
+      JSON.stringify(task),
+      deadline,
+    );
+    // A resumed task's stream starts over at its new `task` event.
+    const seq = this.log(input.taskId, task);
+    this.sql.exec("UPDATE tasks SET first_seq = ? WHERE task_id = ?", seq, input.taskId);
+    const alarm = await this.ctx.storage.getAlarm();
+    if (alarm === null || alarm > deadline) await this.ctx.storage.setAlarm(deadline);
+    return { ok: true, task };
+  }
+
+  /**
+   * Records which turn runs the task (so cancel and time-out can interrupt it) and that the
+   * conversation now exists. False when the task ended meanwhile: the caller stops its turn.
+   */
+  async turnStarted(taskId: string, requestId: string): Promise<boolean> {
+    this.sql.exec("UPDATE context SET conversation_started = 1");
+    const row = this.row(taskId);
+    if (!row || !ACTIVE_STATES.has(row.state as Task["status"]["state"])) return false;
+    this.sql.exec("UPDATE tasks SET request_id = ? WHERE task_id = ?", requestId, taskId);
+    return true;
+  }
+
+  /** Logs an event of a running task and passes it to its streams; false once the task has ended. */
+  async appendEvent(taskId: string, event: A2AEvent): Promise<boolean> {
+    const row = this.row(taskId);
+    if (!row || !ACTIVE_STATES.has(row.state as Task["status"]["state"])) return false;
+    this.record(row, event);
+    return true;
+  }
+
+  /** The task as it stands; null when this context has no such task. */
+  async getTask(taskId: string): Promise<Task | null> {
+    const row = this.row(taskId);
+    return row ? (JSON.parse(row.task) as Task) : null;
+  }
+
+  /**
+   * The task's events from its latest `task` event on, as NDJSON, then its live events until the
+   * final one; a task that is not running ends after the replay. Null when there is no such task.
+   */
+  async subscribe(taskId: string): Promise<ReadableStream<Uint8Array> | null> {
+    const row = this.row(taskId);
+    if (!row) return null;
+    const channel = new TransformStream<Uint8Array, Uint8Array>();
+    const writer = channel.writable.getWriter();
+    const logged = this.sql.exec<{ event: string }>("SELECT event FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq", taskId, row.first_seq);
+    for (const { event } of logged) send(writer, `${event}\n`);
+    if (ACTIVE_STATES.has(row.state as Task["status"]["state"])) {
+      let streams = this.subscribers.get(taskId);
+      if (!streams) this.subscribers.set(taskId, (streams = new Set()));
+      streams.add(writer);
+    } else {
+      writer.close().catch(() => undefined);
+    }
+    return channel.readable;
+  }
+
+  /** Cancels a task that has not ended, and interrupts its turn if one is running. */
+  async cancelTask(taskId: string): Promise<CancelTaskResult> {
+    const row = this.row(taskId);
+    if (!row) return { ok: false, reason: "not_found" };
+    if (TERMINAL_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "not_cancelable" };
+    const task = this.record(row, statusUpdate(ids(row), "canceled", { message: "Task canceled by the client.", final: true }));
+    await this.interruptTurn(row);
+    return { ok: true, task };
+  }
+
+  /** The SPEC time-out: running tasks past their deadline fail and their turns are interrupted. */
+  override async alarm(): Promise<void> {
+    const now = Date.now();
+    const due = this.sql
+      .exec<TaskRow>("SELECT * FROM tasks WHERE deadline IS NOT NULL AND deadline <= ? AND state IN ('submitted', 'working')", now)
+      .toArray();
+    for (const row of due) {
+      this.record(row, failedUpdate(ids(row), `Task timed out after ${A2A_TASK_TIMEOUT_MS / 1000} seconds.`));
+    }
+    await Promise.all(due.map((row) => this.interruptTurn(row)));
+    const next = this.sql
+      .exec<{ next: number | null }>("SELECT MIN(deadline) AS next FROM tasks WHERE deadline IS NOT NULL AND state IN ('submitted', 'working')")
+      .one().next;
+    if (next !== null) await this.ctx.storage.setAlarm(next);
+  }
+
+  /** Applies, logs and publishes one event; returns the task after it. */
+  private record(row: TaskRow, event: A2AEvent): Task {
+    const task = applyEvent(JSON.parse(row.task) as Task, event);
+    this.log(row.task_id, event);
+    const final = isFinal(event);
+    this.sql.exec(
+      "UPDATE tasks SET state = ?, task = ?, deadline = ? WHERE task_id = ?",
+      task.status.state,
+      JSON.stringify(task),
+      final ? null : row.deadline,
+      row.task_id,
+    );
+    const streams = this.subscribers.get(row.task_id);
+    for (const writer of streams ?? []) {
+      send(writer, `${JSON.stringify(event)}\n`);
+      if (final) writer.close().catch(() => undefined);
+    }
+    if (final) this.subscribers.delete(row.task_id);
+    return task;
+  }
+
+  private log(taskId: string, event: A2AEvent): number {
+    return this.sql.exec<{ seq: number }>("INSERT INTO events (task_id, event) VALUES (?, ?) RETURNING seq", taskId, JSON.stringify(event)).one().seq;
+  }
+
+  private row(taskId: string): TaskRow | null {
+    return this.sql.exec<TaskRow>("SELECT * FROM tasks WHERE task_id = ?", taskId).toArray()[0] ?? null;
+  }
+
+  private async interruptTurn(row: TaskRow): Promise<void> {
+    const requestId = this.row(row.task_id)?.request_id;
+    const context = this.sql.exec<{ conversation_id: string }>("SELECT conversation_id FROM context").toArray()[0];
+    if (!requestId || !context) return;
+    await conversationStub(this.env.CONVERSATION, context.conversation_id)
+      .interrupt(requestId)
+      .catch((error: unknown) => console.error("could not interrupt the turn of an A2A task", error));
+  }
+}
+
+function ids(row: TaskRow): { taskId: string; contextId: string } {
+  return { taskId: row.task_id, contextId: (JSON.parse(row.task) as Task).contextId };
+}
+
+/** Writes without waiting for the reader; a reader that has gone only loses its own stream. */
+function send(writer: WritableStreamDefaultWriter<Uint8Array>, line: string): void {
+  writer.write(encoder.encode(line)).catch(() => undefined);
+}
+
+/** The RPC surface of A2AContextDO as callers use it. */
+export type A2AContextApi = Pick<
+  A2AContextDO,
+  "bindConversation" | "startTask" | "turnStarted" | "appendEvent" | "getTask" | "subscribe" | "cancelTask"
+>;
+
+/**
+ * The DO of one user's context. The name pairs both unambiguously, so another user's contextId
+ * reaches a different DO (and a different conversation). Typed by the class's own signatures, as
+ * conversationStub explains: the RPC types turn the open-ended A2A metadata objects into `never`.
+ */
+export function contextStub(namespace: DurableObjectNamespace<A2AContextDO>, userId: string, contextId: string): A2AContextApi {
+  return namespace.getByName(JSON.stringify([userId, contextId])) as unknown as A2AContextApi;
+}

@@ -4,6 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError, errors, renderError } from "./errors.ts";
 import { runtime } from "./middleware.ts";
+import { a2a } from "./routes/a2a.ts";
 import { conversations } from "./routes/conversations.ts";
 import { knowledge } from "./routes/knowledge.ts";
 import { prompts } from "./routes/prompts.ts";
@@ -32,6 +33,7 @@ app.route("/", conversations);
 app.route("/", responses);
 app.route("/", quotas);
 app.route("/", prompts);
+app.route("/", a2a);
 app.route("/", knowledge);
 app.route("/", providers);
 

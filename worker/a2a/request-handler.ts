@@ -1,0 +1,277 @@
+// The A2A methods on the gateway: the SDK's A2ARequestHandler interface, implemented over the turn
+// engine and the context DOs. The SDK's JsonRpcTransportHandler does the JSON-RPC part in front of
+// it. (The SDK's DefaultRequestHandler is not used: it keeps running tasks on in-memory event buses,
+// so a resubscribe or cancel arriving at another isolate would never find them; here every task
+// lives in the DO of its context.)
+import type {
+  AgentCard,
+  DeleteTaskPushNotificationConfigParams,
+  GetTaskPushNotificationConfigParams,
+  ListTaskPushNotificationConfigParams,
+  Message,
+  MessageSendParams,
+  Task,
+  TaskIdParams,
+  TaskPushNotificationConfig,
+  TaskQueryParams,
+} from "@a2a-js/sdk";
+import { A2AError, type A2ARequestHandler } from "@a2a-js/sdk/server";
+import type { AuthContext } from "../auth/types.ts";
+import { ApiError, errors } from "../errors.ts";
+import type { Runtime } from "../runtime.ts";
+import type { Store } from "../storage/store.ts";
+import { newConversationId } from "../turn/conversation-id.ts";
+import { startTurn, type RunningTurn, type TurnDeps, type TurnRequest } from "../turn/engine.ts";
+import { chooseModel } from "../turn/models.ts";
+import { resolveSystemPrompt } from "../turn/system-prompt.ts";
+import { serverTools } from "../turn/tools.ts";
+import { userMessage } from "../turn/attachments.ts";
+import { contextStub, type A2AContextApi } from "../../durable-objects/a2a-context-do.ts";
+import { AgentCardConfigSchema, agentCard, completeCard } from "./card.ts";
+import { toA2AError } from "./errors.ts";
+import { turnToA2A } from "./events.ts";
+import { parseSendParams, parseTaskId, parseTaskQuery, type SendRequest } from "./params.ts";
+import { contextOfTask, newTaskId } from "./task-id.ts";
+import { failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "./task-state.ts";
+
+export interface A2ADeps extends TurnDeps {
+  auth: AuthContext;
+  store: Store;
+  /** The user holds MODEL_OVERRIDE: message metadata may name the model. */
+  mayOverrideModel: boolean;
+}
+
+/** A task a message opened, with the turn answering it (already settled when there is none). */
+interface StartedTask {
+  stub: A2AContextApi;
+  task: Task;
+  done: Promise<void>;
+}
+
+export class GatewayRequestHandler implements A2ARequestHandler {
+  constructor(private readonly deps: A2ADeps) {}
+
+  /** The configured card; without one the gateway's defaults, which say what the endpoint serves. */
+  async getAgentCard(): Promise<AgentCard> {
+    try {
+      return agentCard(this.deps.rt);
+    } catch {
+      return completeCard(this.deps.rt.config, AgentCardConfigSchema.parse({}));
+    }
+  }
+
+  async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
+    let card: AgentCard;
+    try {
+      card = agentCard(this.deps.rt);
+    } catch {
+      throw A2AError.authenticatedExtendedCardNotConfigured();
+    }
+    // The caller passed the endpoint's authentication already; there is no separate extended card.
+    if (!card.supportsAuthenticatedExtendedCard) throw A2AError.unsupportedOperation("Agent does not support authenticated extended card.");
+    return card;
+  }
+
+  async sendMessage(params: MessageSendParams): Promise<Task> {
+    return rpc(async () => {
+      const request = parseSendParams(params);
+      const started = await this.start(request);
+      if (!request.blocking) return trimHistory(started.task, request.historyLength);
+      await started.done;
+      const task = await started.stub.getTask(started.task.id);
+      if (!task) throw A2AError.taskNotFound(started.task.id);
+      return trimHistory(task, request.historyLength);
+    });
+  }
+
+  async *sendMessageStream(params: MessageSendParams): AsyncGenerator<A2AEvent, void, undefined> {
+    const started = await rpc(() => this.start(parseSendParams(params)));
+    yield* this.follow(started.stub, started.task.id);
+  }
+
+  async getTask(params: TaskQueryParams): Promise<Task> {
+    return rpc(async () => {
+      const { id, historyLength } = parseTaskQuery(params);
+      const task = await this.locate(id).getTask(id);
+      if (!task) throw A2AError.taskNotFound(id);
+      return trimHistory(task, historyLength);
+    });
+  }
+
+  async cancelTask(params: TaskIdParams): Promise<Task> {
+    return rpc(async () => {
+      const { id } = parseTaskId(params);
+      const result = await this.locate(id).cancelTask(id);
+      if (result.ok) return result.task;
+      throw result.reason === "not_found" ? A2AError.taskNotFound(id) : A2AError.taskNotCancelable(id);
+    });
+  }
+
+  /** The task's events so far, then its live ones until the final event. */
+  async *resubscribe(params: TaskIdParams): AsyncGenerator<A2AEvent, void, undefined> {
+    const { id } = await rpc(async () => parseTaskId(params));
+    yield* this.follow(this.locate(id), id);
+  }
+
+  async setTaskPushNotificationConfig(_params: TaskPushNotificationConfig): Promise<TaskPushNotificationConfig> {
+    throw A2AError.pushNotificationNotSupported();
+  }
+
+  async getTaskPushNotificationConfig(_params: TaskIdParams | GetTaskPushNotificationConfigParams): Promise<TaskPushNotificationConfig> {
+    throw A2AError.pushNotificationNotSupported();
+  }
+
+  async listTaskPushNotificationConfigs(_params: ListTaskPushNotificationConfigParams): Promise<TaskPushNotificationConfig[]> {
+    throw A2AError.pushNotificationNotSupported();
+  }
+
+  async deleteTaskPushNotificationConfig(_params: DeleteTaskPushNotificationConfigParams): Promise<void> {
+    throw A2AError.pushNotificationNotSupported();
+  }
+
+  /** The DO holding a task: the one of the task's context, for this user. */
+  private locate(taskId: string): A2AContextApi {
+    const contextId = contextOfTask(taskId);
+    if (contextId === null) throw A2AError.taskNotFound(taskId);
+    return contextStub(this.deps.env.A2A_CONTEXT, this.deps.auth.userId, contextId);
+  }
+
+  private async *follow(stub: A2AContextApi, taskId: string): AsyncGenerator<A2AEvent, void, undefined> {
+    const stream = await stub.subscribe(taskId);
+    if (!stream) throw A2AError.taskNotFound(taskId);
+    for await (const line of lines(stream)) yield JSON.parse(line) as A2AEvent;
+  }
+
+  /**
+   * Opens the task a message asks for (SPEC: submitted, then working once the backend call starts)
+   * and starts its turn. Everything a client could have got wrong is checked before the task
+   * exists, so it is a JSON-RPC error and not a failed task.
+   */
+  private async start(request: SendRequest): Promise<StartedTask> {
+    const { env, rt, auth } = this.deps;
+    if ((request.model || request.provider) && !this.deps.mayOverrideModel) throw errors.modelOverrideForbidden();
+    const ids = taskIds(request);
+    const stub = contextStub(env.A2A_CONTEXT, auth.userId, ids.contextId);
+    const conversation = await stub.bindConversation(newConversationId());
+    const turn = request.text ? await this.planTurn(request, conversation) : null;
+    // Quota pre-checks run inside the turn engine, with every other endpoint's.
+
+    const message = {
+      ...request.message,
+      kind: "message",
+      parts: request.message.parts.map(({ type, ...part }) => ({ ...part, kind: part.kind ?? type })),
+      contextId: ids.contextId,
+      taskId: ids.taskId,
+    } as Message;
+    const opened = await stub.startTask({ ...ids, message, resume: request.message.taskId !== undefined });
+    if (!opened.ok) {
+      if (opened.reason === "not_found") throw A2AError.taskNotFound(ids.taskId);
+      throw A2AError.invalidRequest(
+        opened.reason === "running"
+          ? `Task ${ids.taskId} is still running: wait for its final event before sending another message`
+          : `Task ${ids.taskId} is in a terminal state and cannot be modified`,
+      );
+    }
+
+    if (!turn) {
+      const prompt = "The message has no text part: please send your question as a text part.";
+      await stub.appendEvent(ids.taskId, statusUpdate(ids, "input-required", { message: prompt, final: true }));
+      return { stub, task: opened.task, done: Promise.resolve() };
+    }
+    const done = runTask(this.deps, stub, ids, turn);
+    this.deps.waitUntil(done);
+    return { stub, task: opened.task, done };
+  }
+
+  /** The turn of a message, as the query endpoints prepare theirs: model, server prompt, server tools. */
+  private async planTurn(request: SendRequest, conversation: { id: string; started: boolean }): Promise<TurnRequest> {
+    const { rt, store, auth } = this.deps;
+    const record = conversation.started ? await store.conversations.get(conversation.id) : null;
+    const last = record && { model: record.lastUsedModel, provider: record.lastUsedProvider };
+    const { model } = await chooseModel(rt, { model: request.model, provider: request.provider }, last);
+    const tools = serverTools(rt.config, request.vectorStoreIds);
+    return {
+      auth,
+      conversationId: conversation.id,
+      isNew: !conversation.started,
+      requestId: crypto.randomUUID(),
+      input: [userMessage(request.text, [])],
+      userText: request.text,
+      model,
+      // A2A messages carry no system prompt: the server's applies.
+      instructions: resolveSystemPrompt(rt, undefined, "system_prompt").text,
+      params: tools.length > 0 ? { tools: tools as NonNullable<TurnRequest["params"]["tools"]> } : {},
+      generateTopicSummary: true,
+      // tasks/cancel interrupts the turn through its conversation, not /v1/streaming_query/interrupt.
+      interruptible: false,
+    };
+  }
+}
+
+/** The task a message belongs to: the one it names (resuming it) or a new one in its context. */
+function taskIds(request: SendRequest): TaskIds {
+  const { taskId, contextId } = request.message;
+  if (taskId === undefined) {
+    const context = contextId ?? crypto.randomUUID();
+    return { taskId: newTaskId(context), contextId: context };
+  }
+  const owner = contextOfTask(taskId);
+  if (owner === null) throw A2AError.taskNotFound(taskId);
+  if (contextId !== undefined && contextId !== owner) {
+    throw A2AError.invalidParams(`Invalid params: message.contextId does not match the context of task ${taskId}`);
+  }
+  return { taskId, contextId: owner };
+}
+
+/**
+ * Runs a task's turn and logs its events in the context DO, which passes them to every stream of
+ * the task. Runs to the end even when the client that sent the message has gone (the task can be
+ * resubscribed); stops the turn when the DO says the task has ended (canceled, timed out).
+ */
+export async function runTask(deps: TurnDeps, stub: A2AContextApi, ids: TaskIds, request: TurnRequest): Promise<void> {
+  let turn: RunningTurn;
+  try {
+    turn = await startTurn(deps, request);
+  } catch (error) {
+    const failure = error instanceof ApiError ? error : errors.internal();
+    if (failure !== error) console.error("A2A task could not start its turn", error);
+    await stub.appendEvent(ids.taskId, failedUpdate(ids, `${failure.response}: ${failure.cause}`, { status_code: failure.status }));
+    return;
+  }
+  try {
+    if (!(await stub.turnStarted(ids.taskId, turn.requestId))) {
+      await turn.events.cancel("the task has ended");
+      return;
+    }
+    const events = turn.events.pipeThrough(turnToA2A(ids, { model: request.model.identifier, conversationId: turn.conversationId }));
+    // Leaving the loop early cancels the turn's stream, which makes the engine abort the backend call.
+    for await (const event of events) if (!(await stub.appendEvent(ids.taskId, event))) break;
+  } catch (error) {
+    console.error("A2A task lost its turn", error);
+    await stub.appendEvent(ids.taskId, failedUpdate(ids, "Internal server error: the task's turn broke off")).catch(() => undefined);
+  }
+}
+
+/** Runs a method body so that whatever it throws reaches the transport as a JSON-RPC error. */
+async function rpc<T>(body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    throw toA2AError(error);
+  }
+}
+
+/** The lines of an NDJSON byte stream. */
+async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string, void, undefined> {
+  let buffer = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    buffer += chunk;
+    let end: number;
+    while ((end = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, end);
+      buffer = buffer.slice(end + 1);
+      if (line) yield line;
+    }
+  }
+  if (buffer) yield buffer;
+}

@@ -1,0 +1,98 @@
+// The A2A endpoints: the agent card (unauthenticated: it is how clients learn how to authenticate),
+// the JSON-RPC endpoint and its health. JSON-RPC framing is the SDK's JsonRpcTransportHandler; the
+// methods are GatewayRequestHandler's.
+import type { JSONRPCErrorResponse, JSONRPCResponse } from "@a2a-js/sdk";
+import { A2AError, JsonRpcTransportHandler } from "@a2a-js/sdk/server";
+import { Hono, type Context } from "hono";
+import pkg from "../../package.json";
+import type { AppEnv } from "../app-env.ts";
+import { A2A_PATH, agentCard } from "../a2a/card.ts";
+import { toA2AError } from "../a2a/errors.ts";
+import { GatewayRequestHandler } from "../a2a/request-handler.ts";
+import { ACTIONS } from "../auth/actions.ts";
+import { guard, userMay } from "../middleware.ts";
+import { SERVICE_VERSION } from "../version.ts";
+import { sse } from "./streams.ts";
+
+export const a2a = new Hono<AppEnv>();
+
+for (const path of ["/.well-known/agent-card.json", "/.well-known/agent.json", A2A_PATH]) {
+  a2a.get(path, (c) => c.json(agentCard(c.get("rt"))));
+}
+
+a2a.get(`${A2A_PATH}/health`, guard(ACTIONS.a2a, "health_probes"), (c) =>
+  c.json({
+    status: "healthy",
+    service: "parley-a2a",
+    version: SERVICE_VERSION,
+    // Pinned exactly in package.json, so this is the version running.
+    a2a_sdk_version: pkg.dependencies["@a2a-js/sdk"],
+    timestamp: new Date().toISOString(),
+  }),
+);
+
+/** Methods answered as an SSE stream; SPEC: they need `Accept: text/event-stream`. */
+const STREAMING_METHODS = new Set(["message/stream", "tasks/resubscribe"]);
+
+a2a.post(A2A_PATH, guard(ACTIONS.a2a), async (c) => {
+  const text = await c.req.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // The transport answers unparseable bodies with -32700 itself.
+  }
+  const envelope = body && typeof body === "object" ? (body as { id?: unknown; method?: unknown }) : {};
+  const id = typeof envelope.id === "string" || typeof envelope.id === "number" ? envelope.id : null;
+  if (typeof envelope.method === "string" && STREAMING_METHODS.has(envelope.method) && !acceptsEventStream(c)) {
+    const error = A2AError.invalidRequest(`${envelope.method} streams its answer: send the header Accept: text/event-stream`);
+    return c.json({ jsonrpc: "2.0", id, error: error.toJSONRPCError() } satisfies JSONRPCErrorResponse);
+  }
+
+  const handler = new GatewayRequestHandler({
+    env: c.env,
+    rt: c.get("rt"),
+    auth: c.get("auth"),
+    store: c.get("store"),
+    mayOverrideModel: userMay(c, ACTIONS.modelOverride),
+    waitUntil: (promise) => c.executionCtx.waitUntil(promise),
+  });
+  const result = await new JsonRpcTransportHandler(handler).handle(body);
+  if (Symbol.asyncIterator in result) return sse(await eventStream(result, id));
+  return c.json(result);
+});
+
+function acceptsEventStream(c: Context<AppEnv>): boolean {
+  return (c.req.header("Accept") ?? "").toLowerCase().includes("text/event-stream");
+}
+
+/**
+ * SSE lines `data: <JSON-RPC response>`. The first response is awaited before answering, so the
+ * work that opens the task runs inside this request (its record store closes with it). An error
+ * at any point becomes the stream's last line, a JSON-RPC error response.
+ */
+async function eventStream(responses: AsyncGenerator<JSONRPCResponse, void, undefined>, id: string | number | null): Promise<ReadableStream<string>> {
+  const line = (response: JSONRPCResponse) => `data: ${JSON.stringify(response)}\n\n`;
+  const failure = (error: unknown): JSONRPCErrorResponse => ({ jsonrpc: "2.0", id, error: toA2AError(error).toJSONRPCError() });
+  const next = () => responses.next().catch((error: unknown) => ({ done: true as const, value: undefined, error }));
+
+  let pending: Awaited<ReturnType<typeof next>> | null = await next();
+  return new ReadableStream<string>({
+    async pull(controller) {
+      const step = pending ?? (await next());
+      pending = null;
+      if ("error" in step) {
+        controller.enqueue(line(failure(step.error)));
+        controller.close();
+      } else if (step.done) {
+        controller.close();
+      } else {
+        controller.enqueue(line(step.value));
+      }
+    },
+    async cancel() {
+      // The client went away: stop following the task (the task itself runs on).
+      await responses.return(undefined).catch(() => undefined);
+    },
+  });
+}
