@@ -19,6 +19,8 @@ function result(overrides: Partial<TurnResult> = {}): TurnResult {
     error: null,
     record: null,
     availableQuotas: { daily: 42 },
+    ragChunks: [],
+    referencedDocuments: [],
     ...overrides,
   };
 }

@@ -24,7 +24,7 @@ import { newConversationId } from "../turn/conversation-id.ts";
 import { startTurn, type RunningTurn, type TurnDeps, type TurnRequest } from "../turn/engine.ts";
 import { chooseModel } from "../turn/models.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
-import { serverTools } from "../turn/tools.ts";
+import { serverToolParams } from "../turn/tools.ts";
 import { userMessage } from "../turn/attachments.ts";
 import { contextStub, type A2AContextApi } from "../../durable-objects/a2a-context-do.ts";
 import { AgentCardConfigSchema, agentCard, completeCard } from "./card.ts";
@@ -189,7 +189,6 @@ export class GatewayRequestHandler implements A2ARequestHandler {
     const record = conversation.started ? await store.conversations.get(conversation.id) : null;
     const last = record && { model: record.lastUsedModel, provider: record.lastUsedProvider };
     const { model } = await chooseModel(rt, { model: request.model, provider: request.provider }, last);
-    const tools = serverTools(rt.config, request.vectorStoreIds);
     return {
       auth,
       conversationId: conversation.id,
@@ -200,7 +199,8 @@ export class GatewayRequestHandler implements A2ARequestHandler {
       model,
       // A2A messages carry no system prompt: the server's applies.
       instructions: resolveSystemPrompt(rt, undefined, "system_prompt").text,
-      params: tools.length > 0 ? { tools: tools as NonNullable<TurnRequest["params"]["tools"]> } : {},
+      params: serverToolParams(rt.config, request.vectorStoreIds),
+      retrieval: { question: request.text, vectorStoreIds: request.vectorStoreIds },
       generateTopicSummary: true,
       // tasks/cancel interrupts the turn through its conversation, not /v1/streaming_query/interrupt.
       interruptible: false,

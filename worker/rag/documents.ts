@@ -1,7 +1,7 @@
 // What a retrieved chunk looks like to clients (SPEC "RAG chunk", REFERENCE "referenced document"),
 // built the same way whether the gateway searched (inline) or the model did (file_search).
 import type { Config } from "../config/schema.ts";
-import { findStore, knowledgeSources, toClientStoreId, type KnowledgeStore } from "../turn/knowledge.ts";
+import { findStore, knowledgeSources, toClientStoreId, type KnowledgeStore } from "./knowledge.ts";
 
 export type AttributeValue = string | number | boolean;
 

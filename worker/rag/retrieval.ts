@@ -5,7 +5,7 @@
 import type { VectorStoreSearchParams } from "openai/resources/vector-stores/vector-stores";
 import type { Config } from "../config/schema.ts";
 import type { Runtime } from "../runtime.ts";
-import { findStore, knowledgeSources, toBackendStoreId, type KnowledgeStore } from "../turn/knowledge.ts";
+import { findStore, knowledgeSources, toBackendStoreId, type KnowledgeStore } from "./knowledge.ts";
 import { retrievedFromHit, uniqueDocuments, type AttributeValue, type RagChunk, type ReferencedDocument, type Retrieved } from "./documents.ts";
 import { rerank } from "./rerank.ts";
 import { DEFAULT_SOLR, parseBooleanQuery, searchFilter, type SearchFilter, type SolrMode, type SolrQuery } from "./solr.ts";

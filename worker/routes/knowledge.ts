@@ -14,7 +14,7 @@ import { ApiError, errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import { streamFilePart } from "../multipart.ts";
 import { backendError } from "../turn/backend-errors.ts";
-import { isPortalStore, toBackendStoreId, toClientStoreId } from "../turn/knowledge.ts";
+import { isPortalStore, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import { readJson } from "../validation.ts";
 
 export const knowledge = new Hono<AppEnv>();

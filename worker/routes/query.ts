@@ -8,12 +8,12 @@ import { ApiError, errors } from "../errors.ts";
 import { guard, userMay } from "../middleware.ts";
 import { AttachmentSchema, userMessage } from "../turn/attachments.ts";
 import { targetConversation } from "../turn/conversations.ts";
-import type { Config } from "../config/schema.ts";
-import { serverTools } from "../turn/tools.ts";
-import { startTurn, type BackendParams, type RunningTurn, type TurnEvent, type TurnResult } from "../turn/engine.ts";
+import { serverToolParams } from "../turn/tools.ts";
+import { startTurn, type RunningTurn, type TurnEvent, type TurnResult } from "../turn/engine.ts";
 import { finished, sse, textStream } from "./streams.ts";
 import { chooseModel } from "../turn/models.ts";
 import { toolCall, toolResult } from "../turn/summaries.ts";
+import { parseSolr } from "../rag/solr.ts";
 import { selectShields } from "../turn/shields.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { readJson } from "../validation.ts";
@@ -85,18 +85,12 @@ function streamNotFound(requestId: string): ApiError {
   return new ApiError(404, "Streaming Request not found", `Streaming Request with ID ${requestId} does not exist`);
 }
 
-/** The server's tools (file_search over the tool stores, restricted by vector_store_ids; MCP servers), none with no_tools. */
-function turnTools(config: Config, body: QueryRequest): BackendParams {
-  if (body.no_tools) return {};
-  const tools = serverTools(config, body.vector_store_ids);
-  return tools.length > 0 ? { tools: tools as NonNullable<BackendParams["tools"]> } : {};
-}
-
 /** Everything the query endpoints share before the backend call: conversation, model, prompt, input. */
 async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interruptible: boolean): Promise<RunningTurn> {
   const rt = c.get("rt");
   const auth = c.get("auth");
   if ((body.model || body.provider) && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
+  const solr = parseSolr(body.solr);
   const conversation = await targetConversation(c.get("store"), auth, body.conversation_id);
   const last = conversation.record && { model: conversation.record.lastUsedModel, provider: conversation.record.lastUsedProvider };
   const { model } = await chooseModel(rt, { model: body.model ?? undefined, provider: body.provider ?? undefined }, last);
@@ -112,9 +106,10 @@ async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interrupti
       userText: body.query,
       model,
       instructions: prompt.text,
-      params: turnTools(rt.config, body),
+      params: body.no_tools ? {} : serverToolParams(rt.config, body.vector_store_ids),
       generateTopicSummary: body.generate_topic_summary ?? true,
       shields: selectShields(rt, body.shield_ids),
+      retrieval: { question: body.query, solr, vectorStoreIds: body.vector_store_ids },
       interruptible,
     },
   );
@@ -124,10 +119,10 @@ function queryResponse(conversationId: string, result: TurnResult) {
   return {
     conversation_id: conversationId,
     response: result.text,
-    rag_chunks: [],
+    rag_chunks: result.ragChunks,
     tool_calls: result.summary.tool_calls,
     tool_results: result.summary.tool_results,
-    referenced_documents: [],
+    referenced_documents: result.referencedDocuments,
     truncated: false,
     input_tokens: result.inputTokens,
     output_tokens: result.outputTokens,
@@ -172,7 +167,7 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
       controller.enqueue(
         line(
           "end",
-          { referenced_documents: [], truncated: false, input_tokens: result.inputTokens, output_tokens: result.outputTokens },
+          { referenced_documents: result.referencedDocuments, truncated: false, input_tokens: result.inputTokens, output_tokens: result.outputTokens },
           { available_quotas: result.availableQuotas },
         ),
       );

@@ -9,10 +9,12 @@ import { guard, userMay } from "../middleware.ts";
 import type { Store } from "../storage/store.ts";
 import { newConversationId, normalizeAnyForm, toBackendId } from "../turn/conversation-id.ts";
 import { ownedConversation, type ConversationTarget } from "../turn/conversations.ts";
+import type { Retrieval } from "../rag/retrieval.ts";
 import { conversationForbidden, responseText, startTurn, type BackendParams, type TurnEvent } from "../turn/engine.ts";
 import { chooseModel, type ModelChoice } from "../turn/models.ts";
 import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
+import { parseSolr } from "../rag/solr.ts";
 import { selectShields } from "../turn/shields.ts";
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
 import { presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
@@ -39,6 +41,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
   if (body.model && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
 
   const shields = selectShields(rt, body.shield_ids);
+  const solr = parseSolr(body.solr);
   const target = await responsesConversation(c, store, body);
   const last = target.record && { model: target.record.lastUsedModel, provider: target.record.lastUsedProvider };
   const choice = await chooseModel(rt, modelRequest(body.model), last);
@@ -76,19 +79,22 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
       },
       generateTopicSummary: body.generate_topic_summary,
       shields,
+      // Stores listed under file_search tools feed inline context too, whatever tool_choice says.
+      retrieval: { question: lastUserText(input), solr, vectorStoreIds: requestedStores(body.tools) },
       // SPEC rule 5: with merged tools only server-deployed activity counts; client tools pass through.
       countsTool: merge ? (item) => isServerDeployed(item, tools.serverMcpLabels) : undefined,
       interruptible: false,
     },
   );
 
-  const present = presenter(c, body, { conversationId: target.id, choice, prompt, tools });
+  const inlineItem = inlineSearchItem(lastUserText(input), turn.retrieval);
+  const present = presenter(c, body, { conversationId: target.id, choice, prompt, tools, inlineItem });
   if (!body.stream) {
     const result = await finished(turn.events);
     if (result.status === "failed" || !result.response) throw result.error ?? errors.internal();
-    return c.json(present(result.response, result.availableQuotas));
+    return c.json(present(result.response, { quotas: result.availableQuotas }));
   }
-  return sse(turn.events.pipeThrough(responsesEventStream(present, tools.serverMcpLabels)));
+  return sse(turn.events.pipeThrough(responsesEventStream(present, tools.serverMcpLabels, inlineItem)));
 });
 
 /** SPEC "Conversation continuity (responses endpoint)". */
@@ -145,6 +151,12 @@ function inputItems(input: ResponsesRequest["input"], extraParts: Item[]): Item[
   return items;
 }
 
+/** The stores the client's file_search tools name (client ids); null when it names none. */
+function requestedStores(tools: ResponsesRequest["tools"]): string[] | null {
+  const stores = (tools ?? []).flatMap((tool) => (tool.type === "file_search" ? tool.vector_store_ids : []));
+  return stores.length > 0 ? stores : null;
+}
+
 function lastUserText(items: Item[]): string {
   const message = items.findLast((item) => item.type === "message" && item.role === "user");
   if (!message) return "";
@@ -155,14 +167,17 @@ function lastUserText(items: Item[]): string {
     .join("\n");
 }
 
-/** Shows a response; `quotas` are given once the turn is persisted and its tokens consumed. */
-type Presenter = (response: BackendResponse, quotas?: AvailableQuotas) => Record<string, unknown>;
+/**
+ * Shows a response. `final` is given for the finished response, once the turn is persisted: it
+ * carries the quotas left and the inline retrieval's file_search_call item ahead of the output.
+ */
+type Presenter = (response: BackendResponse, final?: { quotas: AvailableQuotas }) => Record<string, unknown>;
 
 /** The backend's response object as this endpoint shows it (SPEC "Responses response"). */
 function presenter(
   c: Context<AppEnv>,
   body: ResponsesRequest,
-  turn: { conversationId: string; choice: ModelChoice; prompt: SystemPrompt; tools: TurnTools },
+  turn: { conversationId: string; choice: ModelChoice; prompt: SystemPrompt; tools: TurnTools; inlineItem: Item | null },
 ): Presenter {
   const config = c.get("rt").config;
   const shown = {
@@ -179,27 +194,63 @@ function presenter(
     safety_identifier: body.safety_identifier ?? null,
     conversation: toBackendId(turn.conversationId),
   };
-  return (response, quotas) => ({
+  return (response, final) => ({
     ...response,
     ...shown,
+    ...(final
+      ? { output: turn.inlineItem ? [turn.inlineItem, ...response.output] : response.output, available_quotas: final.quotas }
+      : {}),
     output_text: responseText(response),
-    ...(quotas ? { available_quotas: quotas } : {}),
   });
 }
 
 /**
- * SPEC "Responses stream": the backend's events as they arrive, server MCP activity hidden, `[DONE]`
- * last. The terminal event (completed, incomplete, failed) waits until the turn is persisted, so
- * that it carries the quotas left after this answer and a client that saw it finds the turn stored.
+ * Inline retrieval's chunks as a file_search_call output item: the responses format has no
+ * rag_chunks, so SPEC puts them inside file_search_call items, as the model's own searches are.
  */
-function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>): TransformStream<TurnEvent, string> {
+function inlineSearchItem(question: string, retrieval: Retrieval): Item | null {
+  if (retrieval.chunks.length === 0) return null;
+  return {
+    type: "file_search_call",
+    id: `fs_inline_${crypto.randomUUID().replaceAll("-", "")}`,
+    status: "completed",
+    queries: [question],
+    results: retrieval.chunks.map((chunk) => ({
+      file_id: chunk.attributes.document_id,
+      filename: String(chunk.attributes.title ?? chunk.attributes.document_id),
+      score: chunk.score,
+      text: chunk.content,
+      attributes: chunk.attributes,
+      vector_store_id: chunk.source,
+    })),
+  };
+}
+
+/**
+ * SPEC "Responses stream": the backend's events as they arrive, server MCP activity hidden, `[DONE]`
+ * last. The inline retrieval item comes first among the output items. The terminal event
+ * (completed, incomplete, failed) waits until the turn is persisted, so that it carries the quotas
+ * left after this answer and a client that saw it finds the turn stored. Events are renumbered:
+ * hidden and added ones must not leave holes in sequence numbers or output indexes.
+ */
+function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, inlineItem: Item | null): TransformStream<TurnEvent, string> {
   const hiddenItems = new Set<string>();
   const hiddenIndexes: number[] = [];
+  const shift = inlineItem ? 1 : 0;
+  let inlinePending = inlineItem !== null;
+  let sequence = 0;
   let terminal: (ResponseStreamEvent & Record<string, unknown>) | null = null;
-  const frame = (data: Record<string, unknown>) => `event: ${String(data.type)}\ndata: ${JSON.stringify(data)}\n\n`;
-  const withResponse = (data: ResponseStreamEvent & Record<string, unknown>, quotas?: AvailableQuotas) => {
-    const response = present(data.response as BackendResponse, quotas);
-    return { ...data, response, conversation: response.conversation, ...(quotas ? { available_quotas: quotas } : {}) };
+  const frame = (data: Record<string, unknown>) =>
+    `event: ${String(data.type)}\ndata: ${JSON.stringify({ ...data, sequence_number: sequence++ })}\n\n`;
+  const withResponse = (data: ResponseStreamEvent & Record<string, unknown>, final?: { quotas: AvailableQuotas }) => {
+    const response = present(data.response as BackendResponse, final);
+    return { ...data, response, conversation: response.conversation, ...(final ? { available_quotas: final.quotas } : {}) };
+  };
+  const flushInline = (controller: TransformStreamDefaultController<string>) => {
+    if (!inlinePending) return;
+    inlinePending = false;
+    controller.enqueue(frame({ type: "response.output_item.added", output_index: 0, item: { ...inlineItem, status: "in_progress" } }));
+    controller.enqueue(frame({ type: "response.output_item.done", output_index: 0, item: inlineItem }));
   };
 
   return new TransformStream<TurnEvent, string>({
@@ -207,7 +258,8 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>):
       if (event.type === "finished") {
         const { error, availableQuotas } = event.result;
         if (terminal) {
-          controller.enqueue(frame(withResponse(terminal, availableQuotas)));
+          flushInline(controller);
+          controller.enqueue(frame(withResponse(terminal, { quotas: availableQuotas })));
         } else {
           const failure = error ?? errors.internal("the response ended early");
           controller.enqueue(frame({ type: "error", code: String(failure.status), message: `${failure.response}: ${failure.cause}`, param: null }));
@@ -218,15 +270,23 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>):
       const data = { ...event.event } as ResponseStreamEvent & Record<string, unknown>;
       if (hidesServerMcp(data, serverMcpLabels, hiddenItems, hiddenIndexes)) return;
       if (typeof data.output_index === "number") {
-        // Clients index output items by position; hidden items must not leave holes.
         const index = data.output_index;
-        data.output_index = index - hiddenIndexes.filter((hidden) => hidden < index).length;
+        data.output_index = index - hiddenIndexes.filter((hidden) => hidden < index).length + shift;
       }
       if (TERMINAL_EVENTS.has(data.type)) {
         terminal = data;
         return;
       }
-      controller.enqueue(frame("response" in data && data.response ? withResponse(data, data.type === "response.in_progress" ? {} : undefined) : data));
+      if (data.type === "response.created") {
+        controller.enqueue(frame(withResponse(data)));
+        return;
+      }
+      if (data.type === "response.in_progress") {
+        controller.enqueue(frame({ ...withResponse(data), available_quotas: {} }));
+        return;
+      }
+      flushInline(controller);
+      controller.enqueue(frame(data));
     },
   });
 }

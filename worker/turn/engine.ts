@@ -9,6 +9,8 @@ import type { BeginResult, Item, StoredTurn, TurnOutcome, TurnStatus, TurnSummar
 import { conversationStub, INTERRUPT_SIGNAL } from "../../durable-objects/conversation-do.ts";
 import { ApiError, errors } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
+import { uniqueDocuments } from "../rag/documents.ts";
+import { fileSearchDocuments, inlineRetrieval, withContext, type InlineRetrievalRequest, type RagChunk, type ReferencedDocument, type Retrieval } from "../rag/retrieval.ts";
 import { checkQuotas, consumeQuotas, quotaCounters, type AvailableQuotas } from "../quota/quotas.ts";
 import { openStore, type ConversationRecord } from "../storage/store.ts";
 import { backendError } from "./backend-errors.ts";
@@ -42,6 +44,8 @@ export interface TurnRequest {
    * call, output ones on the answer. Omitted: every configured shield.
    */
   shields?: ShieldConfig[];
+  /** Inline retrieval for this turn (the question, solr, vector_store_ids); none when omitted. */
+  retrieval?: InlineRetrievalRequest;
   /** Which tool items the turn's summaries and storage count; all when omitted. */
   countsTool?: (item: Item) => boolean;
   /** Register the request id so /v1/streaming_query/interrupt can reach this turn. */
@@ -62,6 +66,10 @@ export interface TurnResult {
   record: ConversationRecord | null;
   /** Tokens left per quota limiter after this turn's consumption. */
   availableQuotas: AvailableQuotas;
+  /** Inline chunks, then those of the model's file_search calls. */
+  ragChunks: RagChunk[];
+  /** Documents of both, deduplicated. */
+  referencedDocuments: ReferencedDocument[];
 }
 
 export type TurnEvent = { type: "backend"; event: ResponseStreamEvent } | { type: "finished"; result: TurnResult };
@@ -69,6 +77,8 @@ export type TurnEvent = { type: "backend"; event: ResponseStreamEvent } | { type
 export interface RunningTurn {
   conversationId: string;
   requestId: string;
+  /** What inline retrieval found before the model call (nothing for a blocked turn). */
+  retrieval: Retrieval;
   events: ReadableStream<TurnEvent>;
 }
 
@@ -118,12 +128,14 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   const outputShields = shields.filter((shield) => shield.output);
   let backendStream: AsyncIterable<ResponseStreamEvent>;
   let topic: Promise<string | null> = Promise.resolve(null);
+  let retrieval = NOTHING_RETRIEVED;
   try {
     const verdict = inputShields.length > 0 ? await moderate(rt, inputShields, moderationText(request.input)) : null;
-    // The summary is a model call of its own: it may only see input the shields let through.
+    // The summary and the searches see the input only once the shields have let it through.
     if (!verdict && request.isNew && request.generateTopicSummary) {
       topic = generateTopicSummary(rt, request.model, request.userText);
     }
+    if (!verdict && request.retrieval) retrieval = await inlineRetrieval(rt, request.retrieval);
     // A blocked turn makes no model call: the refusal is its answer, recorded like any other.
     backendStream = verdict
       ? blockedStream(verdict.refusal, request)
@@ -132,7 +144,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
             ...request.params,
             model: request.model.identifier,
             instructions: request.instructions,
-            input: [...historyInput(begun.history), ...request.input] as unknown as ResponseCreateParamsStreaming["input"],
+            input: [...historyInput(begun.history), ...withInlineContext(request.input, retrieval.context)] as unknown as ResponseCreateParamsStreaming["input"],
             stream: true,
             store: false,
           },
@@ -170,6 +182,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         : await collect(backendStream, abort.signal, forward);
     const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
     const outcome = toOutcome(request, status, collected);
+    const searched = fileSearchDocuments(rt.config, outcome.output, fileSearchStores(request.params));
     const summaryText = await topic.catch(() => null);
 
     const tokens = outcome.tokens.input + outcome.tokens.output;
@@ -197,6 +210,8 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         error: collected.error,
         record: recorded.status === "fulfilled" ? recorded.value : null,
         availableQuotas: quotas.status === "fulfilled" ? quotas.value : {},
+        ragChunks: [...retrieval.chunks, ...searched.chunks],
+        referencedDocuments: uniqueDocuments([...retrieval.referencedDocuments, ...searched.referencedDocuments]),
       },
     });
     await writer.close().catch(() => undefined);
@@ -204,7 +219,29 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   deps.waitUntil(run);
   run.catch((error) => console.error("turn failed", error));
 
-  return { conversationId: request.conversationId, requestId: request.requestId, events: channel.readable };
+  return { conversationId: request.conversationId, requestId: request.requestId, retrieval, events: channel.readable };
+}
+
+const NOTHING_RETRIEVED: Retrieval = { chunks: [], referencedDocuments: [], context: null };
+
+/**
+ * This turn's input as the model receives it: the inline context follows the question in the last
+ * user message. History keeps the question alone, so later turns are not weighed down by old context.
+ */
+function withInlineContext(input: Item[], context: string | null): Item[] {
+  const index = context === null ? -1 : input.findLastIndex((item) => item.role === "user");
+  if (index < 0) return input;
+  const message = input[index]!;
+  const content =
+    typeof message.content === "string"
+      ? withContext(message.content, context)
+      : [...((message.content ?? []) as Item[]), { type: "input_text", text: context }];
+  return input.map((item, i) => (i === index ? { ...message, content } : item));
+}
+
+/** The stores the turn's file_search tool searches (for naming the source of its results). */
+function fileSearchStores(params: BackendParams): string[] {
+  return (params.tools ?? []).flatMap((tool) => (tool.type === "file_search" ? tool.vector_store_ids : []));
 }
 
 /** The abort reason of an interrupt requested through /v1/streaming_query/interrupt. */

@@ -3,7 +3,8 @@
 // sends its own; with `X-SVC-Merge-Server-Tools: true`, the client's first and then the server's.
 import type { Config, McpServerConfig } from "../config/schema.ts";
 import { errors } from "../errors.ts";
-import { knowledgeSources, toBackendStoreId, toClientStoreId } from "./knowledge.ts";
+import { knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
+import type { BackendParams } from "./engine.ts";
 import type { Tool } from "./responses-request.ts";
 
 /** How many results file_search returns to the model (SPEC "Limits": tool RAG chunks). */
@@ -28,6 +29,12 @@ export function serverTools(config: Config, vectorStoreIds?: string[] | null): T
   }
   for (const server of config.mcp_servers) tools.push(mcpTool(server));
   return tools;
+}
+
+/** The server's tools as backend request fields; none at all when there are none. */
+export function serverToolParams(config: Config, vectorStoreIds?: string[] | null): BackendParams {
+  const tools = serverTools(config, vectorStoreIds);
+  return tools.length > 0 ? { tools: tools as NonNullable<BackendParams["tools"]> } : {};
 }
 
 function mcpTool(server: McpServerConfig): Tool {

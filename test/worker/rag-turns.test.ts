@@ -1,0 +1,100 @@
+// Retrieval on the turn endpoints: inline context before the model call, file_search results from
+// the model's own searches, and how both reach clients (rag_chunks, referenced_documents, and
+// file_search_call items in the responses format).
+import OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { call, callJson, readSse, testConfig } from "./helpers.ts";
+
+const inline = testConfig({
+  byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
+  portal: { portal_url: "https://portal.example.com", offline: true },
+  rag: { inline: ["docs", "okp"], tool: [] },
+});
+const tool = testConfig({
+  byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
+  rag: { inline: [], tool: ["docs"] },
+});
+
+type Chunk = { source: string; score: number; content: string; attributes: { document_id: string; doc_url: string } };
+type Query = { conversation_id: string; response: string; rag_chunks: Chunk[]; referenced_documents: Array<{ doc_url: string; doc_title: string; source: string }>; tool_calls: Array<{ name: string }> };
+const ask = (json: Record<string, unknown>, config: string) => callJson<Query>("/v1/query", { json, user: "rhea", config });
+
+describe("inline retrieval", () => {
+  it("adds the context after the question for the model, and returns chunks and documents", async () => {
+    const res = await ask({ query: "#echo-request quota reset schedule for the gateway" }, inline);
+    expect(res.status).toBe(200);
+    const sent = JSON.parse(res.body.response) as { input: Array<{ role: string; content: Array<{ type: string; text?: string }> }> };
+    const parts = sent.input.at(-1)!.content;
+    expect(parts[0]!.text).toBe("#echo-request quota reset schedule for the gateway");
+    expect(parts.at(-1)!.text).toMatch(/^Relevant documents, most relevant first:/);
+    expect(res.body.rag_chunks.length).toBeGreaterThan(0);
+    expect(res.body.rag_chunks[0]!.source).toBe("docs");
+    expect(res.body.rag_chunks[0]!.attributes.document_id).toBe("parley-quota-reset");
+    const urls = res.body.referenced_documents.map((d) => `${d.doc_url}|${d.doc_title}`);
+    expect(new Set(urls).size).toBe(urls.length);
+    expect(res.body.referenced_documents[0]).toMatchObject({ doc_url: "https://docs.example.com/parley/quotas", source: "docs" });
+  });
+
+  it("keeps the context out of the stored history", async () => {
+    const first = await ask({ query: "quota reset" }, inline);
+    const second = await ask({ query: "#echo-request again", conversation_id: first.body.conversation_id }, inline);
+    const sent = JSON.parse(second.body.response) as { input: Array<{ role: string; content: unknown }> };
+    expect(JSON.stringify(sent.input[0])).not.toContain("Relevant documents");
+  });
+
+  it("still searches with no_tools, and vector_store_ids restricts the stores", async () => {
+    expect((await ask({ query: "quota reset", no_tools: true }, inline)).body.rag_chunks.length).toBeGreaterThan(0);
+    const portalOnly = await ask({ query: "install openshift on bare metal quota", vector_store_ids: ["okp"] }, inline);
+    expect(new Set(portalOnly.body.rag_chunks.map((chunk) => chunk.source))).toEqual(new Set(["okp"]));
+  });
+
+  it("sends referenced documents in the streaming end event", async () => {
+    const events = (await readSse(await call("/v1/streaming_query", { json: { query: "quota reset" }, user: "rhea", config: inline }))).map(
+      (e) => e.data as { event: string; data: { referenced_documents?: unknown[] } },
+    );
+    expect(events.at(-1)!.event).toBe("end");
+    expect(events.at(-1)!.data.referenced_documents!.length).toBeGreaterThan(0);
+  });
+
+  it("rejects malformed solr filters with 422 on query and responses", async () => {
+    const solr = { mode: "hybrid", filters: { type: "gt", key: "version", value: "1" } };
+    expect((await ask({ query: "x", solr }, inline)).status).toBe(422);
+    expect((await callJson("/v1/responses", { json: { input: "x", solr }, user: "rhea", config: inline })).status).toBe(422);
+  });
+
+  it("puts the inline chunks in a file_search_call item of the responses output, JSON and stream", async () => {
+    const json = await callJson<{ output: Array<{ type: string; results?: Array<{ vector_store_id: string }> }>; output_text: string }>("/v1/responses", {
+      json: { input: "quota reset schedule" },
+      user: "rhea",
+      config: inline,
+    });
+    expect(json.body.output.map((item) => item.type)).toEqual(["file_search_call", "message"]);
+    expect(json.body.output[0]!.results![0]!.vector_store_id).toBe("docs");
+
+    const openai = new OpenAI({
+      baseURL: "http://parley.test/v1",
+      apiKey: "x",
+      maxRetries: 0,
+      fetch: (input, init) => call(new URL(String(input)).pathname, { ...(init as RequestInit), body: init?.body as BodyInit, user: "rhea", config: inline }),
+    });
+    const added: Array<[number, string]> = [];
+    const runner = openai.responses.stream({ input: "quota reset schedule" });
+    runner.on("response.output_item.added", (event) => added.push([event.output_index, event.item.type]));
+    const final = await runner.finalResponse();
+    expect(added).toEqual([
+      [0, "file_search_call"],
+      [1, "message"],
+    ]);
+    expect(final.output_text).toMatch(/^\[user_turns=1\] You said: quota reset schedule\n\nRelevant documents/);
+  });
+});
+
+describe("tool retrieval", () => {
+  it("turns the model's file_search results into chunks, documents and a tool call", async () => {
+    const res = await ask({ query: "#file-search quota reset schedule" }, tool);
+    expect(res.body.tool_calls.map((c) => c.name)).toEqual(["file_search"]);
+    expect(res.body.rag_chunks.length).toBeGreaterThan(0);
+    expect(res.body.rag_chunks.every((chunk) => chunk.source === "docs")).toBe(true);
+    expect(res.body.referenced_documents[0]).toMatchObject({ doc_url: "https://docs.example.com/parley/quotas" });
+  });
+});
