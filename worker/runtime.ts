@@ -5,7 +5,9 @@ import OpenAI from "openai";
 import { createAuthenticator } from "./auth/index.ts";
 import type { Authenticator } from "./auth/types.ts";
 import { parseConfig } from "./config/load.ts";
-import type { Config } from "./config/schema.ts";
+import { isUnifiedRag, type Config } from "./config/schema.ts";
+import { knowledgeSources } from "./rag/knowledge.ts";
+import { parseBooleanQuery } from "./rag/solr.ts";
 
 export interface Runtime {
   config: Config;
@@ -65,6 +67,12 @@ async function buildRuntime(env: Env): Promise<RuntimeResult> {
       } catch (error) {
         problems.push(`customization.agent_card_path: ${(error as Error).message}`);
       }
+    }
+    const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
+    if (chunkFilter) {
+      const parsed = parseBooleanQuery(chunkFilter);
+      const field = config.rag && isUnifiedRag(config.rag) ? "rag.okp.chunk_filter_query" : "portal.chunk_filter_query";
+      if (!parsed.ok) problems.push(`${field}: ${parsed.problem}`);
     }
     if (problems.length) return report(problems);
     const backendConfig = config.inference_backend;

@@ -412,7 +412,7 @@ describe("inline retrieval", () => {
     expect(excluded.chunks.every((chunk) => chunk.source === "docs")).toBe(true);
   });
 
-  it("skips a failing store with a warning, and a portal whose static filter cannot be parsed", async () => {
+  it("skips a failing store with a warning", async () => {
     const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
     const broken = testConfig({
       byok_rag: [byokDocs, { rag_id: "gone", vector_db_id: "vs_missing", db_path: "/z" }],
@@ -423,10 +423,14 @@ describe("inline retrieval", () => {
     expect(result.chunks.every((chunk) => chunk.source === "docs")).toBe(true);
     expect(warn).toHaveBeenCalledWith(expect.stringContaining("skipping store gone"));
 
+  });
+
+  it("refuses at load time a static filter it cannot parse", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
     const badFilter = testConfig({ byok_rag: [byokDocs], rag: { inline: ["docs", "okp"] }, portal: { chunk_filter_query: "product:x*" } });
-    const withoutPortal = await inlineRetrieval(await runtimeFor(badFilter), { question });
-    expect(withoutPortal.chunks.every((chunk) => chunk.source === "docs")).toBe(true);
-    expect(warn).toHaveBeenCalledWith(expect.stringContaining("chunk_filter_query is invalid"));
+    const result = await loadRuntime({ ...env, PARLEY_CONFIG: badFilter });
+    expect(result.ok).toBe(false);
+    expect(result.ok ? [] : result.problems).toEqual([expect.stringMatching(/^portal\.chunk_filter_query: /)]);
   });
 
   it("reranks lexically when the reranker is enabled, whatever its model", async () => {
