@@ -1,9 +1,10 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError, errors, renderError } from "./errors.ts";
 import { runtime } from "./middleware.ts";
+import type { Runtime } from "./runtime.ts";
 import { a2a } from "./routes/a2a.ts";
 import { conversations } from "./routes/conversations.ts";
 import { knowledge } from "./routes/knowledge.ts";
@@ -17,14 +18,22 @@ import { service } from "./routes/service.ts";
 export const app = new Hono<AppEnv>();
 
 app.use(runtime());
+/** CORS from service.cors, built once per configuration rather than on every request. */
+const corsHandlers = new WeakMap<Runtime, MiddlewareHandler<AppEnv>>();
 app.use(async function corsFromConfig(c, next) {
-  const settings = c.get("rt").config.service.cors;
-  return cors({
-    origin: settings.allow_origins.includes("*") ? "*" : settings.allow_origins,
-    credentials: settings.allow_credentials,
-    allowMethods: settings.allow_methods.includes("*") ? undefined : settings.allow_methods,
-    allowHeaders: settings.allow_headers.includes("*") ? undefined : settings.allow_headers,
-  })(c, next);
+  const rt = c.get("rt");
+  let handler = corsHandlers.get(rt);
+  if (!handler) {
+    const settings = rt.config.service.cors;
+    handler = cors({
+      origin: settings.allow_origins.includes("*") ? "*" : settings.allow_origins,
+      credentials: settings.allow_credentials,
+      allowMethods: settings.allow_methods.includes("*") ? undefined : settings.allow_methods,
+      allowHeaders: settings.allow_headers.includes("*") ? undefined : settings.allow_headers,
+    });
+    corsHandlers.set(rt, handler);
+  }
+  return handler(c, next);
 });
 
 app.route("/", service);

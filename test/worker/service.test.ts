@@ -37,6 +37,22 @@ describe("service endpoints with the bundled configuration", () => {
   });
 });
 
+describe("CORS", () => {
+  it("answers preflights and tags responses from service.cors", async () => {
+    const config = testConfig({ service: { cors: { allow_origins: ["https://app.example.com"], allow_credentials: true } } });
+    const preflight = await call("/v1/query", {
+      method: "OPTIONS",
+      config,
+      headers: { Origin: "https://app.example.com", "Access-Control-Request-Method": "POST" },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe("https://app.example.com");
+    expect(preflight.headers.get("access-control-allow-credentials")).toBe("true");
+    const other = await call("/liveness", { config, headers: { Origin: "https://evil.example.com" } });
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});
+
 describe("backend down", () => {
   const down = testConfig({ inference_backend: { url: "http://127.0.0.1:9/v1", max_retries: 0 } });
 

@@ -100,17 +100,10 @@ function storeView(config: Config, store: VectorStore) {
   };
 }
 
+/** REFERENCE's RAG info: the store's view without metadata, with its object type. */
 function ragView(config: Config, store: VectorStore) {
-  return {
-    id: toClientStoreId(config, store.id),
-    name: store.name,
-    created_at: store.created_at,
-    last_active_at: store.last_active_at,
-    usage_bytes: store.usage_bytes,
-    expires_at: store.expires_at ?? null,
-    object: store.object,
-    status: store.status,
-  };
+  const { metadata: _metadata, ...view } = storeView(config, store);
+  return { ...view, object: store.object };
 }
 
 function storeFileView(config: Config, file: VectorStoreFile) {
