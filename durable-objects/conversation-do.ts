@@ -37,7 +37,7 @@ export interface StoredTurn {
 export type TurnOutcome = Omit<StoredTurn, "turnNumber" | "requestId" | "startedAt">;
 
 export type BeginResult =
-  | { ok: true; turnNumber: number; startedAt: string; history: StoredTurn[]; control: ReadableStream<Uint8Array> }
+  | { ok: true; startedAt: string; history: StoredTurn[]; control: ReadableStream<Uint8Array> }
   | { ok: false; reason: "not_found" | "forbidden" };
 
 export interface BeginRequest {
@@ -47,13 +47,14 @@ export interface BeginRequest {
   create: boolean;
   /** Turns copied from another conversation when a responses request forks it. */
   seed?: StoredTurn[];
+  /** How long the turn may hold the conversation if its Worker never reports back (it crashed). */
+  leaseMs: number;
 }
 
 /** Message written on a turn's control stream when the turn must stop. */
 export const INTERRUPT_SIGNAL = "interrupt\n";
 
 interface ActiveTurn {
-  turnNumber: number;
   requestId: string;
   startedAt: string;
   control: WritableStreamDefaultWriter<Uint8Array>;
@@ -61,13 +62,11 @@ interface ActiveTurn {
   lease: ReturnType<typeof setTimeout>;
 }
 
-/** A turn whose Worker never reports back (it crashed) stops blocking the conversation after this. */
-const LEASE_MS = 15 * 60 * 1000;
-
 export class ConversationDO extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private tail: Promise<void> = Promise.resolve();
-  private readonly active = new Map<number, ActiveTurn>();
+  /** Running turns by request id (more than one only after a lease ran out). */
+  private readonly active = new Map<string, ActiveTurn>();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -104,47 +103,39 @@ export class ConversationDO extends DurableObject<Env> {
     this.tail = new Promise<void>((resolve) => (release = resolve));
     await previous;
 
-    const turnNumber = this.nextTurnNumber();
     const startedAt = new Date().toISOString();
     const channel = new TransformStream<Uint8Array, Uint8Array>();
-    const turn: ActiveTurn = {
-      turnNumber,
+    this.active.set(request.requestId, {
       requestId: request.requestId,
       startedAt,
       control: channel.writable.getWriter(),
       release,
-      lease: setTimeout(() => this.finish(turnNumber), LEASE_MS),
-    };
-    this.active.set(turnNumber, turn);
-    return { ok: true, turnNumber, startedAt, history: this.turns(), control: channel.readable };
+      lease: setTimeout(() => this.finish(request.requestId), request.leaseMs),
+    });
+    return { ok: true, startedAt, history: this.turns(), control: channel.readable };
   }
 
-  /** Records the turn (whatever its status) and lets the next one begin. */
-  async completeTurn(turnNumber: number, outcome: TurnOutcome): Promise<void> {
-    const turn = this.active.get(turnNumber);
-    this.insertTurn({
-      ...outcome,
-      // A turn whose lease ran out is still kept, after the turns that went on without it.
-      turnNumber: turn ? turnNumber : this.nextTurnNumber(),
-      requestId: turn?.requestId ?? "",
-      startedAt: turn?.startedAt ?? outcome.completedAt,
-    });
-    this.finish(turnNumber);
+  /**
+   * Records the turn (whatever its status) and lets the next one begin. Turns are numbered as they
+   * are recorded: one whose lease ran out is still kept, after the turns that went on without it.
+   */
+  async completeTurn(requestId: string, outcome: TurnOutcome): Promise<void> {
+    const turn = this.active.get(requestId);
+    this.insertTurn({ ...outcome, turnNumber: this.nextTurnNumber(), requestId, startedAt: turn?.startedAt ?? outcome.completedAt });
+    this.finish(requestId);
   }
 
   /** Lets the next turn begin without recording this one (its backend call never started). */
-  async abandonTurn(turnNumber: number): Promise<void> {
-    this.finish(turnNumber);
+  async abandonTurn(requestId: string): Promise<void> {
+    this.finish(requestId);
   }
 
   /** Ends a running turn by its request id; false when no such turn is running here. */
   async interrupt(requestId: string): Promise<boolean> {
-    for (const turn of this.active.values()) {
-      if (turn.requestId !== requestId) continue;
-      await turn.control.write(new TextEncoder().encode(INTERRUPT_SIGNAL)).catch(() => undefined);
-      return true;
-    }
-    return false;
+    const turn = this.active.get(requestId);
+    if (!turn) return false;
+    await turn.control.write(new TextEncoder().encode(INTERRUPT_SIGNAL)).catch(() => undefined);
+    return true;
   }
 
   /** The whole history, oldest first; null when the conversation does not exist or is not userId's. */
@@ -154,14 +145,14 @@ export class ConversationDO extends DurableObject<Env> {
 
   /** Removes every trace of the conversation. */
   async destroy(): Promise<void> {
-    for (const turnNumber of [...this.active.keys()]) this.finish(turnNumber);
+    for (const requestId of [...this.active.keys()]) this.finish(requestId);
     await this.ctx.storage.deleteAll();
   }
 
-  private finish(turnNumber: number): void {
-    const turn = this.active.get(turnNumber);
+  private finish(requestId: string): void {
+    const turn = this.active.get(requestId);
     if (!turn) return;
-    this.active.delete(turnNumber);
+    this.active.delete(requestId);
     clearTimeout(turn.lease);
     turn.control.close().catch(() => undefined);
     turn.release();
@@ -179,7 +170,7 @@ export class ConversationDO extends DurableObject<Env> {
 
   private insertTurn(turn: StoredTurn): void {
     this.sql.exec(
-      `INSERT OR REPLACE INTO turns (turn_number, request_id, status, provider, model, response_id, started_at, completed_at, input, output, summary)
+      `INSERT INTO turns (turn_number, request_id, status, provider, model, response_id, started_at, completed_at, input, output, summary)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       turn.turnNumber,
       turn.requestId,

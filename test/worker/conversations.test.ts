@@ -178,3 +178,33 @@ describe("interrupting and abandoning streams", () => {
     expect(texts.map((t) => Number(/user_turns=(\d)/.exec(t)![1])).sort()).toEqual([2, 3, 4]);
   });
 });
+
+describe("ConversationDO turn slots", () => {
+  it("lets the next turn begin when a turn's Worker never reports back", async () => {
+    const { env } = await import("cloudflare:workers");
+    const { conversationStub } = await import("../../durable-objects/conversation-do.ts");
+    const stub = conversationStub(env.CONVERSATION, "a".repeat(47) + "1");
+    const first = await stub.beginTurn({ userId: "ivan", requestId: "r1", create: true, leaseMs: 100 });
+    expect(first.ok).toBe(true);
+    const second = await stub.beginTurn({ userId: "ivan", requestId: "r2", create: false, leaseMs: 100 });
+    expect(second.ok).toBe(true);
+    const outcome = (text: string) => ({
+      status: "completed" as const,
+      provider: "p",
+      model: "m",
+      responseId: null,
+      completedAt: new Date().toISOString(),
+      input: [],
+      output: [],
+      summary: { user: text, assistant: text, tool_calls: [], tool_results: [] },
+    });
+    // The turn that outlived its lease reports late: both are kept, in the order they were recorded.
+    await stub.completeTurn("r2", outcome("second"));
+    await stub.completeTurn("r1", outcome("first, late"));
+    expect((await stub.history("ivan"))!.map((turn) => [turn.turnNumber, turn.summary.user])).toEqual([
+      [1, "second"],
+      [2, "first, late"],
+    ]);
+    expect(await stub.beginTurn({ userId: "mallory", requestId: "r3", create: false, leaseMs: 100 })).toEqual({ ok: false, reason: "forbidden" });
+  });
+});

@@ -107,6 +107,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       requestId: request.requestId,
       create: request.isNew,
       seed: request.seed,
+      leaseMs: turnLeaseMs(rt),
     });
     if (!result.ok) {
       throw result.reason === "forbidden"
@@ -152,7 +153,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         );
   } catch (error) {
     await Promise.allSettled([
-      conversation.abandonTurn(begun.turnNumber),
+      conversation.abandonTurn(request.requestId),
       registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
     ]);
     await store.close().catch(() => undefined);
@@ -187,7 +188,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
 
     const tokens = outcome.tokens.input + outcome.tokens.output;
     const [, recorded, quotas] = await Promise.allSettled([
-      conversation.completeTurn(begun.turnNumber, outcome),
+      conversation.completeTurn(request.requestId, outcome),
       status === "failed" ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
       counters.length > 0 && tokens > 0 ? consumeQuotas(env, store, counters, tokens) : Promise.resolve({}),
       rt.config.quota_handlers.enable_token_history && tokens > 0
@@ -220,6 +221,14 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   run.catch((error) => console.error("turn failed", error));
 
   return { conversationId: request.conversationId, requestId: request.requestId, retrieval, events: channel.readable };
+}
+
+/**
+ * How long a turn may hold its conversation: the backend's own time-out plus time for the moderation
+ * and retrieval calls around it. Only a Worker that died mid-turn ever reaches it.
+ */
+function turnLeaseMs(rt: Runtime): number {
+  return (rt.config.inference_backend.timeout + 120) * 1000;
 }
 
 const NOTHING_RETRIEVED: Retrieval = { chunks: [], referencedDocuments: [], context: null };
