@@ -1,0 +1,158 @@
+// Load and latency measurement: autocannon for throughput and latency under concurrency, and a
+// small fetch client for time to first token. Latencies are kept per response in milliseconds as
+// floats: autocannon's own histogram has 1 ms resolution, too coarse for a 3 ms budget.
+/// <reference path="./autocannon.d.ts" />
+import autocannon from "autocannon";
+
+export interface LoadSpec {
+  /** Base URL of the target. */
+  url: string;
+  path: string;
+  /** One body per connection (cycled when there are fewer): connection i sends bodies[i] every time. */
+  bodies: string[];
+  connections: number;
+  /** Total requests, spread evenly over the connections. */
+  amount: number;
+  /** Stops the run after this long even if `amount` was not reached. */
+  maxSeconds: number;
+  /** Cumulative CPU (ms) of the target's and the backend's processes, read before and after. */
+  cpu?: { target: () => number; backend: () => number };
+}
+
+export interface LoadResult {
+  connections: number;
+  requests: number;
+  /** 2xx answers. */
+  ok: number;
+  non2xx: number;
+  errors: number;
+  seconds: number;
+  /** 2xx answers per second, from the first request to the last answer. */
+  rps: number;
+  p50: number;
+  p99: number;
+  mean: number;
+  statusCodes: Record<string, number>;
+  /** Stopped by maxSeconds before `amount` was reached. */
+  capped: boolean;
+  /** CPU (ms) per 2xx answer spent by the target's processes (all of workerd under Miniflare). */
+  targetCpuMs: number;
+  /** CPU (ms) per 2xx answer spent by the backend. */
+  backendCpuMs: number;
+}
+
+export function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const latencies: number[] = [];
+    const statusCodes: Record<string, number> = {};
+    let ok = 0;
+    let non2xx = 0;
+    let errors = 0;
+    let lastAnswerAt = 0;
+    let capped = false;
+    let nextBody = 0;
+    const cpuBefore = { target: spec.cpu?.target() ?? NaN, backend: spec.cpu?.backend() ?? NaN };
+    const startedAt = performance.now();
+    const instance = autocannon(
+      {
+        url: new URL(spec.path, spec.url).href,
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        connections: spec.connections,
+        amount: spec.amount,
+        pipelining: 1,
+        timeout: 30,
+        sampleInt: 50,
+        setupClient: (client) => client.setBody(spec.bodies[nextBody++ % spec.bodies.length]!),
+      },
+      (error) => {
+        clearTimeout(cap);
+        if (error) return reject(error);
+        const seconds = ((lastAnswerAt || performance.now()) - startedAt) / 1000;
+        const sorted = latencies.sort((a, b) => a - b);
+        const perAnswer = (before: number, after: number | undefined) => ((after ?? NaN) - before) / ok;
+        resolve({
+          connections: spec.connections,
+          requests: ok + non2xx,
+          ok,
+          non2xx,
+          errors,
+          seconds,
+          rps: seconds > 0 ? ok / seconds : 0,
+          p50: percentile(sorted, 0.5),
+          p99: percentile(sorted, 0.99),
+          mean: sorted.length ? sorted.reduce((sum, value) => sum + value, 0) / sorted.length : NaN,
+          statusCodes,
+          capped,
+          targetCpuMs: perAnswer(cpuBefore.target, spec.cpu?.target()),
+          backendCpuMs: perAnswer(cpuBefore.backend, spec.cpu?.backend()),
+        });
+      },
+    );
+    instance.on("response", (_client, statusCode, _bytes, responseTimeMs) => {
+      lastAnswerAt = performance.now();
+      statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
+      if (statusCode >= 200 && statusCode < 300) {
+        ok++;
+        latencies.push(responseTimeMs);
+      } else {
+        non2xx++;
+      }
+    });
+    instance.on("reqError", () => errors++);
+    const cap = setTimeout(() => {
+      capped = true;
+      instance.stop();
+    }, spec.maxSeconds * 1000);
+  });
+}
+
+/** Nearest-rank percentile of an ascending array. */
+export function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+export function median(values: number[]): number {
+  return percentile([...values].sort((a, b) => a - b), 0.5);
+}
+
+/** A token event in either wire format: Parley's streaming_query or the Responses API's SSE. */
+const FIRST_TOKEN = /"event":\s*"token"|event: response\.output_text\.delta/;
+
+export interface StreamSample {
+  status: number;
+  /** Milliseconds from sending the request to reading the first token event. */
+  ttft: number;
+  /** Milliseconds until the stream ended. */
+  total: number;
+}
+
+/** Sends one streaming request and reads it to the end, noting when the first token arrived. */
+export async function streamSample(url: string, path: string, body: string): Promise<StreamSample> {
+  const started = performance.now();
+  const response = await fetch(new URL(path, url), { method: "POST", headers: { "content-type": "application/json" }, body });
+  let ttft = NaN;
+  let seen = "";
+  const decoder = new TextDecoder();
+  if (response.body) {
+    const reader = response.body.getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (Number.isNaN(ttft)) {
+        seen += decoder.decode(value, { stream: true });
+        if (FIRST_TOKEN.test(seen)) ttft = performance.now() - started;
+      }
+    }
+  }
+  return { status: response.status, ttft, total: performance.now() - started };
+}
+
+/** One JSON request; throws unless it answers 200. */
+export async function postJson<T>(url: string, path: string, body: unknown): Promise<T> {
+  const response = await fetch(new URL(path, url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`POST ${path} answered ${response.status}: ${text.slice(0, 500)}`);
+  return JSON.parse(text) as T;
+}

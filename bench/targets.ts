@@ -1,0 +1,244 @@
+// What the benchmark measures against: the scripted backend, the gateway and the floor, each under
+// Miniflare driven directly or under `wrangler dev`. Miniflare options come from the Worker's own
+// wrangler configuration (unstable_getMiniflareWorkerOptions), so D1, Durable Objects, R2 and the
+// assets binding mirror wrangler.toml instead of being restated here.
+import { mkdir, readdir, readFile, rm } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { Miniflare, convertV4MiniflareOptions, type Json } from "miniflare";
+import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery } from "wrangler";
+import { childPids, freePort, groupCpuMs, processCpuMs, startChild, track, untrack, waitForOk, waitForOutput, type Child } from "./processes.ts";
+
+export const ROOT = fileURLToPath(new URL("..", import.meta.url).href);
+const WRANGLER = join(ROOT, "node_modules/wrangler/bin/wrangler.js");
+export const GATEWAY_CONFIG = join(ROOT, "wrangler.toml");
+export const FLOOR_CONFIG = join(ROOT, "bench/floor.wrangler.toml");
+export const PROFILE_ENTRY = join(ROOT, "bench/profile-worker.js");
+export const VARIANTS_CONFIG = join(ROOT, "bench/variants.wrangler.toml");
+const MIGRATIONS_DIR = join(ROOT, "migrations/d1");
+
+/** The same quieting for every wrangler we start: no Request.cf download, no telemetry. */
+export const CHILD_ENV: NodeJS.ProcessEnv = {
+  ...process.env,
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  WRANGLER_SEND_METRICS: "false",
+  NO_COLOR: "1",
+  CI: "1",
+};
+
+export interface Target {
+  name: string;
+  /** Base URL, e.g. http://127.0.0.1:PORT */
+  url: string;
+  /** CPU time (ms) its processes have used so far; NaN where /proc is not available. */
+  cpuMs(): number;
+  stop(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+export interface BackendSettings {
+  firstTokenDelayMs: number;
+  tokenDelayMs: number;
+}
+
+/** The scripted backend in its own process, so its event loop does not share the load generator's. */
+export async function startBackend(settings: BackendSettings): Promise<Target & { apiUrl: string }> {
+  const port = await freePort();
+  const child = startChild(
+    "scripted-backend",
+    process.execPath,
+    [
+      join(ROOT, "test/fakes/scripted-backend-main.ts"),
+      "--port",
+      String(port),
+      "--first-token-delay",
+      String(settings.firstTokenDelayMs),
+      "--token-delay",
+      String(settings.tokenDelayMs),
+    ],
+    { cwd: ROOT },
+  );
+  await waitForOutput(child, /listening on/, 15_000);
+  return {
+    name: "backend",
+    url: `http://127.0.0.1:${port}`,
+    apiUrl: `http://127.0.0.1:${port}/v1`,
+    cpuMs: () => processCpuMs(child.pid),
+    stop: child.stop,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bundles
+
+export interface Bundle {
+  file: string;
+  bytes: number;
+  gzipBytes: number;
+  /** wrangler's own "Total Upload: … / gzip: …" line. */
+  wranglerSize: string;
+  seconds: number;
+}
+
+/** `wrangler deploy --dry-run --outdir`: the bundle exactly as it would be uploaded. */
+export async function buildBundle(dir: string, options: { config: string; entry?: string }): Promise<Bundle> {
+  // wrangler resolves a relative --outdir against the configuration's folder, not the cwd.
+  const outDir = resolve(ROOT, dir);
+  await rm(outDir, { recursive: true, force: true });
+  await mkdir(outDir, { recursive: true });
+  const started = performance.now();
+  const args = [WRANGLER, "deploy", "--dry-run", "--outdir", outDir, "--config", options.config];
+  if (options.entry) args.push(options.entry);
+  const child = startChild(`bundle ${options.entry ?? options.config}`, process.execPath, args, { cwd: ROOT, env: CHILD_ENV });
+  const code = await child.exited;
+  await child.stop();
+  if (code !== 0) throw new Error(`bundling failed (exit ${code}):\n${child.output()}`);
+  const files = (await readdir(outDir)).filter((name) => name.endsWith(".js"));
+  if (files.length !== 1) throw new Error(`expected one module in ${outDir}, found ${files.join(", ")}`);
+  const file = join(outDir, files[0]!);
+  const contents = await readFile(file);
+  return {
+    file,
+    bytes: contents.length,
+    gzipBytes: gzipSync(contents, { level: 9 }).length,
+    wranglerSize: /Total Upload: ([^\n]+)/.exec(child.output())?.[1]?.trim() ?? "(not reported)",
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Miniflare
+
+export interface MiniflareTarget extends Target {
+  mf: Miniflare;
+}
+
+/** A Worker bundle in Miniflare with the bindings its wrangler configuration declares; state in memory. */
+export async function startMiniflare(
+  name: string,
+  config: string,
+  bundle: string,
+  vars: Record<string, string>,
+  extra: { inspectorPort?: number } = {},
+): Promise<MiniflareTarget> {
+  const { workerOptions } = unstable_getMiniflareWorkerOptions(config);
+  // The bundle is a single ES module, so wrangler's module rules have nothing left to match (and
+  // Miniflare 5 refuses to convert them).
+  const { modulesRules: _rules, ...options } = workerOptions;
+  const workerdBefore = new Set(childPids("workerd"));
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      ...options,
+      name,
+      modules: true,
+      scriptPath: bundle,
+      modulesRoot: dirname(bundle),
+      // (wrangler's type for these options lost its known keys to an index signature)
+      bindings: { ...(options.bindings as Record<string, Json> | undefined), ...vars },
+      host: "127.0.0.1",
+      port: 0,
+      cf: false,
+      // A log line per request would be measured too.
+      logRequests: false,
+      ...extra,
+    }),
+  );
+  let workerd = NaN;
+  let stopped = false;
+  const target: MiniflareTarget = {
+    name,
+    url: "",
+    mf,
+    cpuMs: () => processCpuMs(workerd),
+    stop: async () => {
+      untrack(target);
+      if (stopped) return;
+      stopped = true;
+      await mf.dispose();
+    },
+  };
+  track(target);
+  target.url = (await mf.ready).origin;
+  // Miniflare runs one workerd per instance, as our child: the new one is this instance's.
+  workerd = childPids("workerd").find((pid) => !workerdBefore.has(pid)) ?? NaN;
+  return target;
+}
+
+async function migrationStatements(): Promise<string[]> {
+  const files = (await readdir(MIGRATIONS_DIR)).filter((name) => name.endsWith(".sql")).sort();
+  const statements: string[] = [];
+  for (const file of files) statements.push(...unstable_splitSqlQuery(await readFile(join(MIGRATIONS_DIR, file), "utf8")));
+  return statements.map((statement) => statement.trim()).filter(Boolean);
+}
+
+/** The D1 migrations, applied like `wrangler d1 migrations apply` would (without its bookkeeping table). */
+export async function applyMigrations(target: MiniflareTarget, binding = "DB"): Promise<number> {
+  const db = await target.mf.getD1Database(binding);
+  const statements = await migrationStatements();
+  await db.batch(statements.map((statement) => db.prepare(statement)));
+  return statements.length;
+}
+
+// ---------------------------------------------------------------------------------------------
+// wrangler dev
+
+export interface DevTarget extends Target {
+  child: Child;
+  /** performance.now() when the process was spawned. */
+  spawnedAt: number;
+  /** performance.now() of the first 200 from /liveness. */
+  readyAt: number;
+}
+
+/** Applies the D1 migrations to a local persistence directory with wrangler itself. */
+export async function migrateLocal(persistTo: string): Promise<void> {
+  const child = startChild(
+    "d1 migrations",
+    process.execPath,
+    [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo, "--config", GATEWAY_CONFIG],
+    { cwd: ROOT, env: CHILD_ENV },
+  );
+  const code = await child.exited;
+  await child.stop();
+  if (code !== 0) throw new Error(`d1 migrations failed (exit ${code}):\n${child.output()}`);
+}
+
+const DEV_FLAGS = ["--ip", "127.0.0.1", "--show-interactive-dev-session=false", "--log-level", "warn"];
+
+/**
+ * The gateway as developers run it: `npm run dev -- --port N` (which applies the D1 migrations to
+ * .wrangler/state first, then execs wrangler dev). State goes to `persistTo`, migrated beforehand,
+ * so the benchmark neither reads nor grows anyone's .wrangler/state.
+ */
+export async function startGatewayDev(backendUrl: string, persistTo: string): Promise<DevTarget> {
+  const port = await freePort();
+  const inspector = await freePort();
+  const spawnedAt = performance.now();
+  const child = startChild(
+    "gateway (wrangler dev)",
+    "npm",
+    ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persistTo, "--var", `PARLEY_BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
+    { cwd: ROOT, env: CHILD_ENV },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);
+  return { name: "gateway", url, child, spawnedAt, readyAt, cpuMs: () => groupCpuMs(child.pid), stop: child.stop };
+}
+
+export async function startFloorDev(backendUrl: string): Promise<DevTarget> {
+  const port = await freePort();
+  const inspector = await freePort();
+  const spawnedAt = performance.now();
+  const child = startChild(
+    "floor (wrangler dev)",
+    process.execPath,
+    [WRANGLER, "dev", "--config", FLOOR_CONFIG, "--port", String(port), "--inspector-port", String(inspector), "--var", `BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
+    { cwd: ROOT, env: CHILD_ENV },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);
+  return { name: "floor", url, child, spawnedAt, readyAt, cpuMs: () => groupCpuMs(child.pid), stop: child.stop };
+}

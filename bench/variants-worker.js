@@ -1,0 +1,187 @@
+// @ts-check
+/**
+ * Variants of the floor, each adding one thing a Parley turn does, so the profile phase can price
+ * the steps one at a time (req/s and workerd CPU per request against the bare passthrough). Only
+ * `npm run bench` uses it; its bindings are in bench/variants.wrangler.toml.
+ *
+ * Plain JS with JSDoc rather than TypeScript: it needs the Workers types (DurableObject, D1), which
+ * tsconfig.node.json (it checks every bench/*.ts) does not have; bench/tsconfig.worker.json checks it.
+ *
+ * POST /v/<variant> with {query, conversation_id?}; every variant makes the floor's one backend call.
+ */
+import { DurableObject } from "cloudflare:workers";
+import { drizzle } from "drizzle-orm/d1";
+import { sql } from "drizzle-orm";
+import OpenAI from "openai";
+
+const MODEL = "scripted/parley-small";
+
+/**
+ * @typedef {{ BACKEND_URL: string, DB: D1Database, TURNS: DurableObjectNamespace<VariantDO> }} VariantEnv
+ */
+
+/**
+ * A stand-in for ConversationDO's turn bookkeeping: next number, insert, control stream.
+ * @extends {DurableObject<VariantEnv>}
+ */
+export class VariantDO extends DurableObject {
+  /** @type {WritableStreamDefaultWriter<Uint8Array> | null} */
+  control = null;
+
+  /** @param {DurableObjectState} ctx @param {VariantEnv} env */
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS turns (n INTEGER PRIMARY KEY, body TEXT NOT NULL)");
+  }
+
+  /** @param {boolean} withControl */
+  async begin(withControl) {
+    const row = this.ctx.storage.sql.exec("SELECT MAX(n) AS n FROM turns").one();
+    const next = Number(row.n ?? 0) + 1;
+    if (!withControl) return { next };
+    const channel = new TransformStream();
+    this.control = channel.writable.getWriter();
+    return { next, control: channel.readable };
+  }
+
+  /** @param {number} n @param {string} body */
+  async complete(n, body) {
+    this.ctx.storage.sql.exec("INSERT OR REPLACE INTO turns (n, body) VALUES (?, ?)", n, body);
+    await this.control?.close().catch(() => undefined);
+    this.control = null;
+  }
+}
+
+/** @type {OpenAI | null} */
+let client = null;
+
+/** @param {VariantEnv} env */
+function sdk(env) {
+  // Built once per isolate, as the gateway's runtime does; same timeout and retries as its defaults.
+  client ??= new OpenAI({ baseURL: env.BACKEND_URL, apiKey: "not-needed", timeout: 180_000, maxRetries: 2 });
+  return client;
+}
+
+/** @param {VariantEnv} env @param {string} question @param {boolean} stream */
+function backend(env, question, stream) {
+  return fetch(`${env.BACKEND_URL}/responses`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(stream ? { model: MODEL, input: question, stream: true } : { model: MODEL, input: question }),
+  });
+}
+
+/** The floor's answer: the backend's JSON, passed through. @param {Response} answer */
+function passThrough(answer) {
+  return new Response(answer.body, { status: answer.status, headers: { "content-type": "application/json" } });
+}
+
+/** @param {VariantEnv} env @param {string} id */
+function selectConversation(env, id) {
+  return env.DB.prepare("SELECT * FROM conversations WHERE id = ?").bind(id).all();
+}
+
+const UPSERT = `INSERT INTO conversations (id, user_id, last_used_model, last_used_provider, created_at, last_message_at, message_count, topic_summary, last_response_id)
+  VALUES (?, 'bench', 'parley-small', 'scripted', ?, ?, 1, NULL, ?)
+  ON CONFLICT (id) DO UPDATE SET message_count = conversations.message_count + 1, last_message_at = excluded.last_message_at,
+    last_response_id = COALESCE(excluded.last_response_id, conversations.last_response_id)
+  WHERE conversations.user_id = excluded.user_id RETURNING *`;
+const INSERT_RESPONSE = "INSERT INTO responses (response_id, conversation_id, user_id, created_at) VALUES (?, ?, 'bench', ?) ON CONFLICT (response_id) DO NOTHING";
+
+/** @param {VariantEnv} env @param {string} id */
+function writeStatements(env, id) {
+  const at = new Date().toISOString();
+  const responseId = `resp_${crypto.randomUUID()}`;
+  return [env.DB.prepare(UPSERT).bind(id, at, at, responseId), env.DB.prepare(INSERT_RESPONSE).bind(responseId, id, at)];
+}
+
+/** @type {Record<string, (env: VariantEnv, question: string, id: string) => Promise<Response>>} */
+const VARIANTS = {
+  // The floor itself, inside this Worker: the baseline every other variant is compared with.
+  "passthrough-json": async (env, question) => passThrough(await backend(env, question, false)),
+
+  // The backend call as Parley makes it (stream: true) but read as bytes: the price of SSE framing.
+  "stream-read-raw": async (env, question) => {
+    const answer = await backend(env, question, true);
+    const bytes = await answer.arrayBuffer();
+    return Response.json({ bytes: bytes.byteLength });
+  },
+
+  // Parley's backend call: the openai SDK, streamed, every event parsed and iterated.
+  "sdk-stream": async (env, question) => {
+    const stream = await sdk(env).responses.create({ model: MODEL, input: question, stream: true, store: false });
+    let text = "";
+    for await (const event of stream) if (event.type === "response.output_text.delta") text += event.delta;
+    return Response.json({ text });
+  },
+
+  // The same call without streaming, as a JSON endpoint could make it.
+  "sdk-json": async (env, question) => {
+    const response = await sdk(env).responses.create({ model: MODEL, input: question, store: false });
+    return Response.json({ text: response.output_text });
+  },
+
+  // One D1 read before the backend call (Parley's conversation lookup), raw binding.
+  "d1-read": async (env, question, id) => {
+    await selectConversation(env, id);
+    return passThrough(await backend(env, question, false));
+  },
+
+  // The same read through drizzle, as Parley's store does it.
+  "d1-read-drizzle": async (env, question, id) => {
+    await drizzle(env.DB).all(sql`SELECT * FROM conversations WHERE id = ${id}`);
+    return passThrough(await backend(env, question, false));
+  },
+
+  // Parley's D1 traffic per turn: the read, then the index upsert and the response row in parallel.
+  "d1-turn": async (env, question, id) => {
+    await selectConversation(env, id);
+    const answer = await backend(env, question, false);
+    const body = await answer.text();
+    await Promise.all(writeStatements(env, id).map((statement) => statement.all()));
+    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+  },
+
+  // The two writes as one batch: one round trip instead of two.
+  "d1-turn-batched": async (env, question, id) => {
+    await selectConversation(env, id);
+    const answer = await backend(env, question, false);
+    const body = await answer.text();
+    await env.DB.batch(writeStatements(env, id));
+    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+  },
+
+  // Parley's Durable Object traffic per turn without the history: begin, then complete.
+  "do-rpc": async (env, question, id) => {
+    const stub = env.TURNS.getByName(id);
+    const { next } = await stub.begin(false);
+    const answer = await backend(env, question, false);
+    const body = await answer.text();
+    await stub.complete(next, body);
+    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+  },
+
+  // The same with the control stream Parley's beginTurn hands out (a ReadableStream over RPC).
+  "do-rpc-control-stream": async (env, question, id) => {
+    const stub = env.TURNS.getByName(id);
+    const { next, control } = await stub.begin(true);
+    const reading = control ? new Response(control).arrayBuffer() : Promise.resolve(null);
+    const answer = await backend(env, question, false);
+    const body = await answer.text();
+    await stub.complete(next, body);
+    await reading;
+    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+  },
+};
+
+export default {
+  /** @param {Request} request @param {VariantEnv} env */
+  async fetch(request, env) {
+    const { pathname } = new URL(request.url);
+    if (request.method === "GET" && pathname === "/liveness") return Response.json({ alive: true });
+    const variant = VARIANTS[pathname.replace(/^\/v\//, "")];
+    if (request.method !== "POST" || !variant) return Response.json({ variants: Object.keys(VARIANTS) }, { status: 404 });
+    const body = /** @type {{ query?: string, conversation_id?: string }} */ (await request.json());
+    return variant(env, body.query ?? "", body.conversation_id ?? "bench");
+  },
+};
