@@ -3,6 +3,7 @@
 // completed, so concurrent questions are answered in order, none lost and none interleaved. The
 // Worker serving a turn holds a control stream from here, through which an interrupt reaches it.
 import { DurableObject } from "cloudflare:workers";
+import { turnHistory } from "./conversation-history.ts";
 
 export type TurnStatus = "completed" | "incomplete" | "interrupted" | "blocked" | "failed";
 
@@ -37,7 +38,15 @@ export interface StoredTurn {
 export type TurnOutcome = Omit<StoredTurn, "turnNumber" | "requestId" | "startedAt">;
 
 export type BeginResult =
-  | { ok: true; startedAt: string; history: StoredTurn[]; control: ReadableStream<Uint8Array> }
+  | {
+      ok: true;
+      startedAt: string;
+      /** Earlier turns as backend input items, oldest first. */
+      history: Item[];
+      /** The model and provider of the last turn that was answered, if any. */
+      lastUsed: { model: string; provider: string } | null;
+      control: ReadableStream<Uint8Array>;
+    }
   | { ok: false; reason: "not_found" | "forbidden" };
 
 export interface BeginRequest {
@@ -65,6 +74,11 @@ interface ActiveTurn {
 export class ConversationDO extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private tail: Promise<void> = Promise.resolve();
+  // What storage holds, kept in memory once read: every turn reads the whole history, and parsing
+  // it from SQLite on each turn made turns slower as conversations grew.
+  private cachedOwner: string | null | undefined;
+  private cachedTurns: StoredTurn[] | null = null;
+  private cachedHistory: Item[] | null = null;
   /** Running turns by request id (more than one only after a lease ran out). */
   private readonly active = new Map<string, ActiveTurn>();
 
@@ -95,6 +109,7 @@ export class ConversationDO extends DurableObject<Env> {
     if (owner !== null && owner !== request.userId) return { ok: false, reason: "forbidden" };
     if (owner === null) {
       this.sql.exec("INSERT INTO meta (key, value) VALUES ('owner', ?)", request.userId);
+      this.cachedOwner = request.userId;
       for (const turn of request.seed ?? []) this.insertTurn(turn);
     }
 
@@ -112,7 +127,7 @@ export class ConversationDO extends DurableObject<Env> {
       release,
       lease: setTimeout(() => this.finish(request.requestId), request.leaseMs),
     });
-    return { ok: true, startedAt, history: this.turns(), control: channel.readable };
+    return { ok: true, startedAt, history: this.historyItems(), lastUsed: this.lastUsed(), control: channel.readable };
   }
 
   /**
@@ -147,6 +162,9 @@ export class ConversationDO extends DurableObject<Env> {
   async destroy(): Promise<void> {
     for (const requestId of [...this.active.keys()]) this.finish(requestId);
     await this.ctx.storage.deleteAll();
+    this.cachedOwner = null;
+    this.cachedTurns = [];
+    this.cachedHistory = [];
   }
 
   private finish(requestId: string): void {
@@ -159,16 +177,29 @@ export class ConversationDO extends DurableObject<Env> {
   }
 
   private owner(): string | null {
-    const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
-    return row?.value ?? null;
+    if (this.cachedOwner === undefined) {
+      const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
+      this.cachedOwner = row?.value ?? null;
+    }
+    return this.cachedOwner;
   }
 
   private nextTurnNumber(): number {
-    const row = this.sql.exec<{ n: number | null }>("SELECT MAX(turn_number) AS n FROM turns").one();
-    return (row.n ?? 0) + 1;
+    return (this.turns().at(-1)?.turnNumber ?? 0) + 1;
+  }
+
+  private historyItems(): Item[] {
+    this.cachedHistory ??= this.turns().flatMap(turnHistory);
+    return this.cachedHistory;
+  }
+
+  private lastUsed(): { model: string; provider: string } | null {
+    const last = this.turns().findLast((turn) => turn.status !== "failed");
+    return last ? { model: last.model, provider: last.provider } : null;
   }
 
   private insertTurn(turn: StoredTurn): void {
+    const turns = this.turns();
     this.sql.exec(
       `INSERT INTO turns (turn_number, request_id, status, provider, model, response_id, started_at, completed_at, input, output, summary)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -184,10 +215,13 @@ export class ConversationDO extends DurableObject<Env> {
       JSON.stringify(turn.output),
       JSON.stringify(turn.summary),
     );
+    // Numbers only grow (seeds arrive in order before any turn), so appending keeps the order.
+    turns.push(turn);
+    this.cachedHistory?.push(...turnHistory(turn));
   }
 
   private turns(): StoredTurn[] {
-    return this.sql
+    this.cachedTurns ??= this.sql
       .exec<Record<string, string | number | null>>("SELECT * FROM turns ORDER BY turn_number")
       .toArray()
       .map((row) => ({
@@ -203,6 +237,7 @@ export class ConversationDO extends DurableObject<Env> {
         output: JSON.parse(String(row.output)) as Item[],
         summary: JSON.parse(String(row.summary)) as TurnSummary,
       }));
+    return this.cachedTurns;
   }
 }
 

@@ -53,6 +53,13 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
         expect(await store.conversations.get(id)).toEqual(created);
       });
 
+      it("indexes the turn's response id with the turn", async () => {
+        const id = unique("conv");
+        const responseId = unique("resp");
+        await store.conversations.recordTurn(turn({ id, userId: "u1", at: "2025-01-01T00:00:00.000Z", responseId }));
+        expect(await store.responses.get(responseId)).toEqual({ responseId, conversationId: id, userId: "u1", createdAt: "2025-01-01T00:00:00.000Z" });
+      });
+
       it("later turns bump the count and last-used fields and keep created_at", async () => {
         const id = unique("conv");
         await store.conversations.recordTurn(turn({ id, userId: "u1", at: "2025-01-01T00:00:00.000Z", responseId: "resp_1" }));

@@ -185,10 +185,11 @@ export class GatewayRequestHandler implements A2ARequestHandler {
 
   /** The turn of a message, as the query endpoints prepare theirs: model, server prompt, server tools. */
   private async planTurn(request: SendRequest, conversation: { id: string; started: boolean }): Promise<TurnRequest> {
-    const { rt, store, auth } = this.deps;
-    const record = conversation.started ? await store.conversations.get(conversation.id) : null;
-    const last = record && { model: record.lastUsedModel, provider: record.lastUsedProvider };
-    const { model } = await chooseModel(rt, { model: request.model, provider: request.provider }, last);
+    const { rt, auth } = this.deps;
+    // A model the message names is checked before the task opens, so a wrong one is invalid params
+    // rather than a failed task (the turn chooses again, with the conversation's history in view).
+    const model = { model: request.model, provider: request.provider };
+    if (model.model) await chooseModel(rt, model, null);
     return {
       auth,
       conversationId: conversation.id,
@@ -243,7 +244,7 @@ export async function runTask(deps: TurnDeps, stub: A2AContextApi, ids: TaskIds,
       await turn.events.cancel("the task has ended");
       return;
     }
-    const events = turn.events.pipeThrough(turnToA2A(ids, { model: request.model.identifier, conversationId: turn.conversationId }));
+    const events = turn.events.pipeThrough(turnToA2A(ids, { model: turn.model.model.identifier, conversationId: turn.conversationId }));
     // Leaving the loop early cancels the turn's stream, which makes the engine abort the backend call.
     for await (const event of events) if (!(await stub.appendEvent(ids.taskId, event))) break;
   } catch (error) {

@@ -11,7 +11,6 @@ import { targetConversation } from "../turn/conversations.ts";
 import { serverToolParams } from "../turn/tools.ts";
 import { startTurn, type RunningTurn, type TurnEvent, type TurnResult } from "../turn/engine.ts";
 import { finished, sse, textStream } from "./streams.ts";
-import { chooseModel } from "../turn/models.ts";
 import { toolCall, toolResult } from "../turn/summaries.ts";
 import { parseSolr } from "../rag/solr.ts";
 import { selectShields } from "../turn/shields.ts";
@@ -91,9 +90,7 @@ async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interrupti
   const auth = c.get("auth");
   if ((body.model || body.provider) && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
   const solr = parseSolr(body.solr);
-  const conversation = await targetConversation(c.get("store"), auth, body.conversation_id);
-  const last = conversation.record && { model: conversation.record.lastUsedModel, provider: conversation.record.lastUsedProvider };
-  const { model } = await chooseModel(rt, { model: body.model ?? undefined, provider: body.provider ?? undefined }, last);
+  const conversation = targetConversation(body.conversation_id);
   const prompt = resolveSystemPrompt(rt, body.system_prompt, "system_prompt");
   return startTurn(
     { env: c.env, rt, waitUntil: (p) => c.executionCtx.waitUntil(p) },
@@ -104,7 +101,7 @@ async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interrupti
       requestId: crypto.randomUUID(),
       input: [userMessage(body.query, body.attachments ?? [])],
       userText: body.query,
-      model,
+      model: { model: body.model ?? undefined, provider: body.provider ?? undefined },
       instructions: prompt.text,
       params: body.no_tools ? {} : serverToolParams(rt.config, body.vector_store_ids),
       generateTopicSummary: body.generate_topic_summary ?? true,

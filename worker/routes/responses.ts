@@ -11,7 +11,7 @@ import { newConversationId, normalizeAnyForm, toBackendId } from "../turn/conver
 import { ownedConversation, type ConversationTarget } from "../turn/conversations.ts";
 import type { Retrieval } from "../rag/retrieval.ts";
 import { conversationForbidden, responseText, startTurn, type BackendParams, type TurnEvent } from "../turn/engine.ts";
-import { chooseModel, type ModelChoice } from "../turn/models.ts";
+import type { ModelChoice } from "../turn/models.ts";
 import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
 import { parseSolr } from "../rag/solr.ts";
@@ -43,8 +43,6 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
   const shields = selectShields(rt, body.shield_ids);
   const solr = parseSolr(body.solr);
   const target = await responsesConversation(c, store, body);
-  const last = target.record && { model: target.record.lastUsedModel, provider: target.record.lastUsedProvider };
-  const choice = await chooseModel(rt, modelRequest(body.model), last);
   const stored = body.prompt ? await storedPrompt(store, body.prompt) : null;
   const prompt: SystemPrompt =
     body.instructions == null && stored ? { text: stored.text, fromClient: true } : resolveSystemPrompt(rt, body.instructions, "instructions");
@@ -62,7 +60,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
       requestId: crypto.randomUUID(),
       input,
       userText: lastUserText(input),
-      model: choice.model,
+      model: body.model ? { model: body.model } : {},
       instructions: prompt.text,
       params: {
         tools: tools.tools as NonNullable<BackendParams["tools"]>,
@@ -88,7 +86,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
   );
 
   const inlineItem = inlineSearchItem(lastUserText(input), turn.retrieval);
-  const present = presenter(c, body, { conversationId: target.id, choice, prompt, tools, inlineItem });
+  const present = presenter(c, body, { conversationId: target.id, choice: turn.model, prompt, tools, inlineItem });
   if (!body.stream) {
     const result = await finished(turn.events);
     if (result.status === "failed" || !result.response) throw result.error ?? errors.internal();
@@ -105,27 +103,23 @@ async function responsesConversation(
 ): Promise<ConversationTarget & { seed?: StoredTurn[] }> {
   const auth = c.get("auth");
   if (body.conversation) {
+    // Either form; whether it exists and is this user's, its Durable Object answers.
     const id = normalizeAnyForm(body.conversation);
     if (!id) throw errors.notFound("Conversation", body.conversation);
-    return { id, isNew: false, record: await ownedConversation(store, auth, id) };
+    return { id, isNew: false };
   }
   if (body.previous_response_id) {
     const previous = await store.responses.get(body.previous_response_id);
     if (!previous) throw errors.notFound("Response", body.previous_response_id);
     if (previous.userId !== auth.userId) throw conversationForbidden(auth.userId, previous.conversationId);
     const record = await ownedConversation(store, auth, previous.conversationId);
-    if (record.lastResponseId === previous.responseId) return { id: record.id, isNew: false, record };
+    if (record.lastResponseId === previous.responseId) return { id: record.id, isNew: false };
     // An older response: the new turn starts a new conversation holding the history up to it.
     const history = (await conversationStub(c.env.CONVERSATION, record.id).history(auth.userId)) ?? [];
     const upTo = history.findIndex((turn) => turn.responseId === previous.responseId);
-    return { id: newConversationId(), isNew: true, record, seed: history.slice(0, upTo + 1) };
+    return { id: newConversationId(), isNew: true, seed: history.slice(0, upTo + 1) };
   }
-  return { id: newConversationId(), isNew: true, record: null };
-}
-
-/** `provider/model` or a bare model id. */
-function modelRequest(model: string | null | undefined): { model?: string; provider?: string } {
-  return model ? { model } : {};
+  return { id: newConversationId(), isNew: true };
 }
 
 async function storedPrompt(store: Store, reference: NonNullable<ResponsesRequest["prompt"]>): Promise<RenderedPrompt> {

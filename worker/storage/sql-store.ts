@@ -48,7 +48,7 @@ export function createSqlStore(db: SqlRunner): Store {
         // One upsert, so concurrent turns serialize on the row instead of racing a read. An empty
         // stored summary is '' or NULL (the spec's default is empty), hence NULLIF before COALESCE.
         // The WHERE refuses to touch another user's row: no row comes back and we throw.
-        const [row] = await db.query(sql`
+        const upsert = sql`
           INSERT INTO conversations (id, user_id, last_used_model, last_used_provider, created_at,
             last_message_at, message_count, topic_summary, last_response_id)
           VALUES (${turn.id}, ${turn.userId}, ${turn.model}, ${turn.provider}, ${at}, ${at}, 1,
@@ -61,7 +61,11 @@ export function createSqlStore(db: SqlRunner): Store {
             last_response_id = COALESCE(excluded.last_response_id, conversations.last_response_id),
             topic_summary = COALESCE(NULLIF(conversations.topic_summary, ''), excluded.topic_summary)
           WHERE conversations.user_id = excluded.user_id
-          RETURNING *`);
+          RETURNING *`;
+        // The turn's response id is indexed in the same round-trip (one batch, all or nothing).
+        const [[row]] = turn.responseId
+          ? await db.atomic([upsert, recordResponse({ responseId: turn.responseId, conversationId: turn.id, userId: turn.userId, createdAt: at })])
+          : [await db.query(upsert)];
         if (!row) throw new StoreConflictError(`conversation ${turn.id} belongs to another user`);
         return conversation(row);
       },
@@ -83,11 +87,7 @@ export function createSqlStore(db: SqlRunner): Store {
 
     responses: {
       record: async (r) => {
-        // Response ids are unique; recording one twice (a retried persist) is a no-op.
-        await db.query(sql`
-          INSERT INTO responses (response_id, conversation_id, user_id, created_at)
-          VALUES (${r.responseId}, ${r.conversationId}, ${r.userId}, ${toIso(r.createdAt)})
-          ON CONFLICT (response_id) DO NOTHING`);
+        await db.query(recordResponse(r));
       },
       get: (responseId) =>
         first(db.query(sql`SELECT * FROM responses WHERE response_id = ${responseId}`), response),
@@ -238,6 +238,14 @@ function conversation(row: Row): ConversationRecord {
     topicSummary: nullableTextField(row, "topic_summary") || null,
     lastResponseId: nullableTextField(row, "last_response_id"),
   };
+}
+
+/** Response ids are unique; recording one twice (a retried persist) is a no-op. */
+function recordResponse(r: ResponseRecord) {
+  return sql`
+    INSERT INTO responses (response_id, conversation_id, user_id, created_at)
+    VALUES (${r.responseId}, ${r.conversationId}, ${r.userId}, ${toIso(r.createdAt)})
+    ON CONFLICT (response_id) DO NOTHING`;
 }
 
 function response(row: Row): ResponseRecord {

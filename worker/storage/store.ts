@@ -78,6 +78,7 @@ export interface Store {
      * topic_summary (only when given and the stored one is empty). Throws StoreConflictError when
      * the conversation belongs to another user.
      */
+    /** Also indexes the turn's response id (responses.get finds it), in the same round-trip. */
     recordTurn(turn: TurnRecord): Promise<ConversationRecord>;
     /** False when there is no such conversation. */
     setTopicSummary(id: string, summary: string): Promise<boolean>;

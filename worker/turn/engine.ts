@@ -14,8 +14,7 @@ import { fileSearchDocuments, inlineRetrieval, withContext, type InlineRetrieval
 import { checkQuotas, consumeQuotas, quotaCounters, type AvailableQuotas } from "../quota/quotas.ts";
 import { openStore, type ConversationRecord } from "../storage/store.ts";
 import { backendError } from "./backend-errors.ts";
-import { historyInput } from "./history.ts";
-import type { ModelInfo } from "./models.ts";
+import { chooseModel, type ModelChoice, type ModelInfo } from "./models.ts";
 import { blockedEvents, moderate, moderationText, type ShieldVerdict } from "./shields.ts";
 import { summarizeOutput } from "./summaries.ts";
 import { generateTopicSummary } from "./topic-summary.ts";
@@ -35,7 +34,8 @@ export interface TurnRequest {
   input: Item[];
   /** The user's question as text, for views, summaries and shields. */
   userText: string;
-  model: ModelInfo;
+  /** The model the client named, if any; otherwise the conversation's last one or the defaults. */
+  model: { model?: string; provider?: string };
   instructions: string;
   params: BackendParams;
   generateTopicSummary: boolean;
@@ -77,6 +77,8 @@ export type TurnEvent = { type: "backend"; event: ResponseStreamEvent } | { type
 export interface RunningTurn {
   conversationId: string;
   requestId: string;
+  /** The model that answers, and whether the client named it. */
+  model: ModelChoice;
   /** What inline retrieval found before the model call (nothing for a blocked turn). */
   retrieval: Retrieval;
   events: ReadableStream<TurnEvent>;
@@ -100,6 +102,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   const counters = quotaCounters(rt.config, request.auth.userId);
   const conversation = conversationStub(env.CONVERSATION, request.conversationId);
   let begun: Extract<BeginResult, { ok: true }>;
+  let choice: ModelChoice;
   try {
     if (counters.length > 0) await checkQuotas(env, store, counters);
     const result = await conversation.beginTurn({
@@ -119,6 +122,15 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     await store.close().catch(() => undefined);
     throw error;
   }
+  try {
+    // After beginTurn: the conversation's last model is only known once earlier turns have ended.
+    choice = await chooseModel(rt, request.model, begun.lastUsed);
+  } catch (error) {
+    await conversation.abandonTurn(request.requestId).catch(() => undefined);
+    await store.close().catch(() => undefined);
+    throw error;
+  }
+  const model = choice.model;
 
   const registered = request.interruptible
     ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
@@ -134,18 +146,18 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     const verdict = inputShields.length > 0 ? await moderate(rt, inputShields, moderationText(request.input)) : null;
     // The summary and the searches see the input only once the shields have let it through.
     if (!verdict && request.isNew && request.generateTopicSummary) {
-      topic = generateTopicSummary(rt, request.model, request.userText);
+      topic = generateTopicSummary(rt, model, request.userText);
     }
     if (!verdict && request.retrieval) retrieval = await inlineRetrieval(rt, request.retrieval);
     // A blocked turn makes no model call: the refusal is its answer, recorded like any other.
     backendStream = verdict
-      ? blockedStream(verdict.refusal, request)
+      ? blockedStream(verdict.refusal, model.identifier, request.instructions)
       : await rt.backend.responses.create(
           {
             ...request.params,
-            model: request.model.identifier,
+            model: model.identifier,
             instructions: request.instructions,
-            input: [...historyInput(begun.history), ...withInlineContext(request.input, retrieval.context)] as unknown as ResponseCreateParamsStreaming["input"],
+            input: [...begun.history, ...withInlineContext(request.input, retrieval.context)] as unknown as ResponseCreateParamsStreaming["input"],
             stream: true,
             store: false,
           },
@@ -157,7 +169,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
     ]);
     await store.close().catch(() => undefined);
-    throw backendError(error, request.model.identifier);
+    throw backendError(error, model.identifier);
   }
 
   const channel = new TransformStream<TurnEvent, TurnEvent>();
@@ -179,10 +191,10 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     const forward = (event: ResponseStreamEvent) => emit({ type: "backend", event });
     const collected =
       outputShields.length > 0
-        ? await collectShielded(rt, outputShields, request, backendStream, abort.signal, forward)
+        ? await collectShielded(rt, outputShields, (refusal) => blockedStream(refusal, model.identifier, request.instructions), backendStream, abort.signal, forward)
         : await collect(backendStream, abort.signal, forward);
     const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
-    const outcome = toOutcome(request, status, collected);
+    const outcome = toOutcome(request, model, status, collected);
     const searched = fileSearchDocuments(rt.config, outcome.output, fileSearchStores(request.params));
     const summaryText = await topic.catch(() => null);
 
@@ -220,7 +232,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   deps.waitUntil(run);
   run.catch((error) => console.error("turn failed", error));
 
-  return { conversationId: request.conversationId, requestId: request.requestId, retrieval, events: channel.readable };
+  return { conversationId: request.conversationId, requestId: request.requestId, model: choice, retrieval, events: channel.readable };
 }
 
 /**
@@ -335,7 +347,7 @@ async function collect(
 async function collectShielded(
   rt: Runtime,
   shields: ShieldConfig[],
-  request: TurnRequest,
+  refusalStream: (refusal: string) => AsyncIterable<ResponseStreamEvent>,
   stream: AsyncIterable<ResponseStreamEvent>,
   signal: AbortSignal,
   forward: (event: ResponseStreamEvent) => Promise<void>,
@@ -356,12 +368,12 @@ async function collectShielded(
     for (const event of held) await forward(event);
     return collected;
   }
-  const refusal = await collect(blockedStream(verdict.refusal, request), signal, forward);
+  const refusal = await collect(refusalStream(verdict.refusal), signal, forward);
   return { ...refusal, usage: collected.usage };
 }
 
-async function* blockedStream(refusal: string, request: TurnRequest): AsyncIterable<ResponseStreamEvent> {
-  yield* blockedEvents(refusal, request.model.identifier, request.instructions);
+async function* blockedStream(refusal: string, model: string, instructions: string): AsyncIterable<ResponseStreamEvent> {
+  yield* blockedEvents(refusal, model, instructions);
 }
 
 /** The answer text of a backend response: its output messages' text parts. */
@@ -376,7 +388,7 @@ export function responseText(response: Pick<BackendResponse, "output">): string 
 
 type Outcome = TurnOutcome & { tokens: { input: number; output: number } };
 
-function toOutcome(request: TurnRequest, status: TurnStatus, collected: Collected): Outcome {
+function toOutcome(request: TurnRequest, model: ModelInfo, status: TurnStatus, collected: Collected): Outcome {
   const response = collected.response;
   const output: Item[] =
     response && (status === "completed" || status === "blocked")
@@ -384,8 +396,8 @@ function toOutcome(request: TurnRequest, status: TurnStatus, collected: Collecte
       : [{ type: "message", role: "assistant", status: "incomplete", content: [{ type: "output_text", text: collected.text, annotations: [] }] }];
   return {
     status,
-    provider: request.model.provider_id,
-    model: request.model.provider_resource_id,
+    provider: model.provider_id,
+    model: model.provider_resource_id,
     responseId: status === "completed" ? (response?.id ?? null) : null,
     completedAt: new Date().toISOString(),
     input: request.input,
@@ -409,21 +421,15 @@ async function recordTurn(
   outcome: Outcome,
   topicSummary: string | null,
 ): Promise<ConversationRecord> {
-  const at = outcome.completedAt;
-  const [record] = await Promise.all([
-    store.conversations.recordTurn({
-      id: request.conversationId,
-      userId: request.auth.userId,
-      model: outcome.model,
-      provider: outcome.provider,
-      at,
-      responseId: outcome.responseId,
-      topicSummary,
-    }),
-    outcome.responseId
-      ? store.responses.record({ responseId: outcome.responseId, conversationId: request.conversationId, userId: request.auth.userId, createdAt: at })
-      : Promise.resolve(),
-  ]);
+  const record = await store.conversations.recordTurn({
+    id: request.conversationId,
+    userId: request.auth.userId,
+    model: outcome.model,
+    provider: outcome.provider,
+    at: outcome.completedAt,
+    responseId: outcome.responseId,
+    topicSummary,
+  });
   // Transcripts (user_data_collection.transcripts_enabled) are written here, beside the record.
   return record;
 }
