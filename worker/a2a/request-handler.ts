@@ -205,6 +205,7 @@ export class GatewayRequestHandler implements A2ARequestHandler {
       generateTopicSummary: true,
       // tasks/cancel interrupts the turn through its conversation, not /v1/streaming_query/interrupt.
       interruptible: false,
+      streaming: true,
     };
   }
 }

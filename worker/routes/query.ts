@@ -85,7 +85,7 @@ function streamNotFound(requestId: string): ApiError {
 }
 
 /** Everything the query endpoints share before the backend call: conversation, model, prompt, input. */
-async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interruptible: boolean): Promise<RunningTurn> {
+async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, streaming: boolean): Promise<RunningTurn> {
   const rt = c.get("rt");
   const auth = c.get("auth");
   if ((body.model || body.provider) && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
@@ -107,7 +107,9 @@ async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, interrupti
       generateTopicSummary: body.generate_topic_summary ?? true,
       shields: selectShields(rt, body.shield_ids),
       retrieval: { question: body.query, solr, vectorStoreIds: body.vector_store_ids },
-      interruptible,
+      // A stream can be interrupted by its request id; a JSON answer cannot.
+      interruptible: streaming,
+      streaming,
     },
   );
 }

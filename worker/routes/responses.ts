@@ -82,6 +82,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
       // SPEC rule 5: with merged tools only server-deployed activity counts; client tools pass through.
       countsTool: merge ? (item) => isServerDeployed(item, tools.serverMcpLabels) : undefined,
       interruptible: false,
+      streaming: body.stream,
     },
   );
 

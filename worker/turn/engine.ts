@@ -50,6 +50,11 @@ export interface TurnRequest {
   countsTool?: (item: Item) => boolean;
   /** Register the request id so /v1/streaming_query/interrupt can reach this turn. */
   interruptible: boolean;
+  /**
+   * Whether the caller reads the backend's events as they arrive. JSON answers need only the
+   * result, and passing each event through the turn's stream is a cost they need not pay.
+   */
+  streaming: boolean;
 }
 
 export interface TurnResult {
@@ -188,7 +193,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       }
     };
 
-    const forward = (event: ResponseStreamEvent) => emit({ type: "backend", event });
+    const forward = request.streaming ? (event: ResponseStreamEvent) => emit({ type: "backend", event }) : async () => undefined;
     const collected =
       outputShields.length > 0
         ? await collectShielded(rt, outputShields, (refusal) => blockedStream(refusal, model.identifier, request.instructions), backendStream, abort.signal, forward)
