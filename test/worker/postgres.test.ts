@@ -26,3 +26,20 @@ describe("with Postgres as the record store", () => {
     expect((await callJson("/v1/query", { json: { query: "gone?", conversation_id: id }, user: "pg-user", config })).status).toBe(404);
   });
 });
+
+describe("when the record store fails", () => {
+  it("does not report an answer it could not save as a success", async () => {
+    const broken = testConfig({ database: { postgres: { ...inject("postgres"), namespace: "parley_no_such_schema" } } });
+    const json = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { json: { query: "unsaved" }, user: "pg-user", config: broken });
+    expect(json).toEqual({ status: 500, body: { detail: { response: "Internal server error", cause: "the answer could not be saved" } } });
+    const events = (await readSse(await call("/v1/streaming_query", { json: { query: "unsaved" }, user: "pg-user", config: broken }))).map(
+      (e) => e.data as { event: string },
+    );
+    expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 500, cause: "the answer could not be saved" } });
+    expect(events.map((e) => e.event)).not.toContain("end");
+    const stream = (await readSse(await call("/v1/responses", { json: { input: "unsaved", stream: true }, user: "pg-user", config: broken }))).map((e) => e.data);
+    expect(stream.map((e) => (e as { type?: string }).type ?? e)).not.toContain("response.completed");
+    expect(stream.at(-2)).toMatchObject({ type: "error", code: "500" });
+    expect(stream.at(-1)).toBe("[DONE]");
+  });
+});

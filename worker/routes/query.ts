@@ -132,8 +132,10 @@ function queryResponse(conversationId: string, result: TurnResult) {
 /** REFERENCE's streaming_query events: `data: {"event", "data"}` lines, no `event:` line. */
 function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string> {
   let tokenId = 0;
+  let finished = false;
   const line = (event: string, data: unknown, extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ event, data, ...extra })}\n\n`;
+  const error = (failure: ApiError) => line("error", { status_code: failure.status, response: failure.response, cause: failure.cause });
   return new TransformStream<TurnEvent, string>({
     start(controller) {
       controller.enqueue(line("start", { conversation_id: turn.conversationId, request_id: turn.requestId }));
@@ -153,13 +155,13 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
         return;
       }
       const result = event.result;
+      finished = true;
       if (result.status === "interrupted") {
         controller.enqueue(line("interrupted", { request_id: turn.requestId }));
         return;
       }
       if (result.status === "failed") {
-        const error = result.error ?? errors.internal();
-        controller.enqueue(line("error", { status_code: error.status, response: error.response, cause: error.cause }));
+        controller.enqueue(error(result.error ?? errors.internal()));
         return;
       }
       controller.enqueue(line("turn_complete", { id: tokenId, token: result.text }));
@@ -170,6 +172,9 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
           { available_quotas: result.availableQuotas },
         ),
       );
+    },
+    flush(controller) {
+      if (!finished) controller.enqueue(error(errors.internal("the answer ended early")));
     },
   });
 }

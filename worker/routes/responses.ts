@@ -4,7 +4,7 @@ import { Hono, type Context } from "hono";
 import type { Response as BackendResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
-import { errors } from "../errors.ts";
+import { errors, type ApiError } from "../errors.ts";
 import { guard, userMay } from "../middleware.ts";
 import type { Store } from "../storage/store.ts";
 import { newConversationId, normalizeAnyForm, toBackendId } from "../turn/conversation-id.ts";
@@ -241,6 +241,11 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
     const response = present(data.response as BackendResponse, final);
     return { ...data, response, conversation: response.conversation, ...(final ? { available_quotas: final.quotas } : {}) };
   };
+  let finished = false;
+  const endWithError = (controller: TransformStreamDefaultController<string>, error: ApiError | null) => {
+    const failure = error ?? errors.internal("the response ended early");
+    controller.enqueue(frame({ type: "error", code: String(failure.status), message: `${failure.response}: ${failure.cause}`, param: null }));
+  };
   const flushInline = (controller: TransformStreamDefaultController<string>) => {
     if (!inlinePending) return;
     inlinePending = false;
@@ -251,14 +256,15 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
   return new TransformStream<TurnEvent, string>({
     transform(event, controller) {
       if (event.type === "finished") {
-        const { error, availableQuotas } = event.result;
-        if (terminal) {
+        const { status, error, availableQuotas } = event.result;
+        // A completed response is only announced when the turn was saved; a backend failure is its own.
+        if (terminal && (status !== "failed" || terminal.type === "response.failed")) {
           flushInline(controller);
           controller.enqueue(frame(withResponse(terminal, { quotas: availableQuotas })));
         } else {
-          const failure = error ?? errors.internal("the response ended early");
-          controller.enqueue(frame({ type: "error", code: String(failure.status), message: `${failure.response}: ${failure.cause}`, param: null }));
+          endWithError(controller, error);
         }
+        finished = true;
         controller.enqueue("data: [DONE]\n\n");
         return;
       }
@@ -282,6 +288,11 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
       }
       flushInline(controller);
       controller.enqueue(frame(data));
+    },
+    flush(controller) {
+      if (finished) return;
+      endWithError(controller, null);
+      controller.enqueue("data: [DONE]\n\n");
     },
   });
 }

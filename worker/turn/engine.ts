@@ -192,47 +192,53 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         abort.abort("client disconnected");
       }
     };
+    try {
+      const forward = request.streaming ? (event: ResponseStreamEvent) => emit({ type: "backend", event }) : async () => undefined;
+      const collected =
+        outputShields.length > 0
+          ? await collectShielded(rt, outputShields, (refusal) => blockedStream(refusal, model.identifier, request.instructions), backendStream, abort.signal, forward)
+          : await collect(backendStream, abort.signal, forward);
+      const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
+      const outcome = toOutcome(request, model, status, collected);
+      const searched = fileSearchDocuments(rt.config, outcome.output, fileSearchStores(request.params));
+      const summaryText = await topic.catch(() => null);
 
-    const forward = request.streaming ? (event: ResponseStreamEvent) => emit({ type: "backend", event }) : async () => undefined;
-    const collected =
-      outputShields.length > 0
-        ? await collectShielded(rt, outputShields, (refusal) => blockedStream(refusal, model.identifier, request.instructions), backendStream, abort.signal, forward)
-        : await collect(backendStream, abort.signal, forward);
-    const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
-    const outcome = toOutcome(request, model, status, collected);
-    const searched = fileSearchDocuments(rt.config, outcome.output, fileSearchStores(request.params));
-    const summaryText = await topic.catch(() => null);
+      const tokens = outcome.tokens.input + outcome.tokens.output;
+      const [kept, recorded, quotas] = await Promise.allSettled([
+        conversation.completeTurn(request.requestId, outcome),
+        status === "failed" ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
+        counters.length > 0 && tokens > 0 ? consumeQuotas(env, store, counters, tokens) : Promise.resolve({}),
+        rt.config.quota_handlers.enable_token_history && tokens > 0
+          ? store.tokenUsage.add({ userId: request.auth.userId, provider: outcome.provider, model: outcome.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output })
+          : Promise.resolve(),
+        registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
+      ]);
+      for (const settled of [kept, recorded, quotas]) if (settled.status === "rejected") console.error("could not persist turn", settled.reason);
+      // An answer whose turn could not be saved is not reported as a success: the client is told it
+      // failed, and asking again continues the conversation and repairs its record.
+      const unsaved = kept.status === "rejected" || recorded.status === "rejected";
 
-    const tokens = outcome.tokens.input + outcome.tokens.output;
-    const [, recorded, quotas] = await Promise.allSettled([
-      conversation.completeTurn(request.requestId, outcome),
-      status === "failed" ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
-      counters.length > 0 && tokens > 0 ? consumeQuotas(env, store, counters, tokens) : Promise.resolve({}),
-      rt.config.quota_handlers.enable_token_history && tokens > 0
-        ? store.tokenUsage.add({ userId: request.auth.userId, provider: outcome.provider, model: outcome.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output })
-        : Promise.resolve(),
-      registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
-    ]);
-    for (const settled of [recorded, quotas]) if (settled.status === "rejected") console.error("could not persist turn", settled.reason);
-    await store.close().catch(() => undefined);
-
-    await emit({
-      type: "finished",
-      result: {
-        status,
-        response: collected.response,
-        text: collected.text,
-        inputTokens: outcome.tokens.input,
-        outputTokens: outcome.tokens.output,
-        summary: outcome.summary,
-        error: collected.error,
-        record: recorded.status === "fulfilled" ? recorded.value : null,
-        availableQuotas: quotas.status === "fulfilled" ? quotas.value : {},
-        ragChunks: [...retrieval.chunks, ...searched.chunks],
-        referencedDocuments: uniqueDocuments([...retrieval.referencedDocuments, ...searched.referencedDocuments]),
-      },
-    });
-    await writer.close().catch(() => undefined);
+      await emit({
+        type: "finished",
+        result: {
+          status: unsaved ? "failed" : status,
+          response: collected.response,
+          text: collected.text,
+          inputTokens: outcome.tokens.input,
+          outputTokens: outcome.tokens.output,
+          summary: outcome.summary,
+          error: unsaved ? errors.internal("the answer could not be saved") : collected.error,
+          record: recorded.status === "fulfilled" ? recorded.value : null,
+          availableQuotas: quotas.status === "fulfilled" ? quotas.value : {},
+          ragChunks: [...retrieval.chunks, ...searched.chunks],
+          referencedDocuments: uniqueDocuments([...retrieval.referencedDocuments, ...searched.referencedDocuments]),
+        },
+      });
+    } finally {
+      await store.close().catch(() => undefined);
+      // Whatever happened, the reader sees the end of the turn's events rather than waiting forever.
+      await writer.close().catch(() => undefined);
+    }
   })();
   deps.waitUntil(run);
   run.catch((error) => console.error("turn failed", error));
