@@ -155,19 +155,19 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     }
     if (!verdict && request.retrieval) retrieval = await inlineRetrieval(rt, request.retrieval);
     // A blocked turn makes no model call: the refusal is its answer, recorded like any other.
+    const params = {
+      ...request.params,
+      model: model.identifier,
+      instructions: request.instructions,
+      input: [...begun.history, ...withInlineContext(request.input, retrieval.context)] as unknown as ResponseCreateParamsStreaming["input"],
+      store: false,
+    };
+    // JSON answers ask the backend for JSON too: parsing a stream costs more than parsing its result.
     backendStream = verdict
       ? blockedStream(verdict.refusal, model.identifier, request.instructions)
-      : await rt.backend.responses.create(
-          {
-            ...request.params,
-            model: model.identifier,
-            instructions: request.instructions,
-            input: [...begun.history, ...withInlineContext(request.input, retrieval.context)] as unknown as ResponseCreateParamsStreaming["input"],
-            stream: true,
-            store: false,
-          },
-          { signal: abort.signal },
-        );
+      : request.streaming
+        ? await rt.backend.responses.create({ ...params, stream: true }, { signal: abort.signal })
+        : asFinalEvent(await rt.backend.responses.create({ ...params, stream: false }, { signal: abort.signal }));
   } catch (error) {
     await Promise.allSettled([
       conversation.abandonTurn(request.requestId),
@@ -381,6 +381,12 @@ async function collectShielded(
   }
   const refusal = await collect(refusalStream(verdict.refusal), signal, forward);
   return { ...refusal, usage: collected.usage };
+}
+
+/** A whole backend response as the one stream event that carries it, so one collector serves both. */
+async function* asFinalEvent(response: BackendResponse): AsyncIterable<ResponseStreamEvent> {
+  const type = response.status === "incomplete" ? "response.incomplete" : response.status === "failed" ? "response.failed" : "response.completed";
+  yield { type, response, sequence_number: 0 } as ResponseStreamEvent;
 }
 
 async function* blockedStream(refusal: string, model: string, instructions: string): AsyncIterable<ResponseStreamEvent> {
