@@ -98,3 +98,20 @@ describe("tool retrieval", () => {
     expect(res.body.referenced_documents[0]).toMatchObject({ doc_url: "https://docs.example.com/parley/quotas" });
   });
 });
+
+describe("both strategies", () => {
+  const both = testConfig({
+    byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
+    portal: { portal_url: "https://portal.example.com", offline: false },
+    rag: { inline: ["okp"], tool: ["docs"] },
+  });
+
+  it("searches the inline stores and offers the tool stores in one turn", async () => {
+    const res = await ask({ query: "#file-search #echo-request quota reset for openshift install" }, both);
+    const sent = JSON.parse(res.body.response.slice(res.body.response.indexOf("{"))) as { tools: Array<{ type: string; vector_store_ids?: string[] }> };
+    expect(sent.tools).toEqual([expect.objectContaining({ type: "file_search", vector_store_ids: ["vs_docs"] })]);
+    expect(new Set(res.body.rag_chunks.map((chunk) => chunk.source))).toEqual(new Set(["okp", "docs"]));
+    // offline: false — portal documents keep the chunk's reference URL.
+    expect(res.body.referenced_documents.find((d) => d.source === "okp")!.doc_url).toBe("https://portal.example.com/openshift/4.18/installing/bare-metal");
+  });
+});
