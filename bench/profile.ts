@@ -131,17 +131,9 @@ export async function runProfile(options: ProfileOptions): Promise<ProfileReport
     // as the gap between it and the plain gateway.
     const cpu = (target: Target) => ({ target: target.cpuMs, backend: options.backend.cpuMs });
     const runAt = async (target: Target) => {
-      const conversations = await Promise.all(Array.from({ length: CONNECTIONS }, () => postJson<{ conversation_id: string }>(target.url, "/v1/query", { query: QUESTION })));
+      const bodies = await openConversations(target);
       if (target === profiled) await reset(profiled);
-      return runLoad({
-        url: target.url,
-        path: "/v1/query",
-        bodies: conversations.map(({ conversation_id }) => JSON.stringify({ query: QUESTION, conversation_id })),
-        connections: CONNECTIONS,
-        amount: CONNECTIONS * options.turnsPerConnection,
-        maxSeconds: options.maxSecondsPerRun,
-        cpu: cpu(target),
-      });
+      return continuedQueries(target, bodies, options, cpu(target));
     };
     const load = { floor: await runAt(floor), gateway: await runAt(gateway), profiled: await runAt(profiled) };
     for (const [name, result] of Object.entries(load)) {
@@ -187,18 +179,10 @@ async function profileGatewayIsolate(options: ProfileOptions): Promise<ProfileRe
   try {
     await applyMigrations(target);
     for (let i = 0; i < 20; i++) await postJson(target.url, "/v1/query", { query: QUESTION });
-    const conversations = await Promise.all(Array.from({ length: CONNECTIONS }, () => postJson<{ conversation_id: string }>(target.url, "/v1/query", { query: QUESTION })));
+    const bodies = await openConversations(target);
     const isolate = "core:user:parley";
     const { result, profile } = await profileWhile(inspectorPort, isolate, () =>
-      runLoad({
-        url: target.url,
-        path: "/v1/query",
-        bodies: conversations.map(({ conversation_id }) => JSON.stringify({ query: QUESTION, conversation_id })),
-        connections: CONNECTIONS,
-        amount: CONNECTIONS * options.turnsPerConnection,
-        maxSeconds: options.maxSecondsPerRun,
-        cpu: { target: target.cpuMs, backend: options.backend.cpuMs },
-      }),
+      continuedQueries(target, bodies, options, { target: target.cpuMs, backend: options.backend.cpuMs }),
     );
     const summary = await summarizeProfile(profile, isolate, options.bundles.gateway, result.ok);
     options.log(`cpu profile: ${summary.bundleMsPerRequest.toFixed(2)} ms/turn sampled in bundle code; top ${summary.modules.slice(0, 4).map((row) => `${row.name} ${(row.share * 100).toFixed(0)}%`).join(", ")}`);
@@ -209,6 +193,25 @@ async function profileGatewayIsolate(options: ProfileOptions): Promise<ProfileRe
   } finally {
     await target.stop();
   }
+}
+
+/** One new conversation per connection; the bodies continue them. */
+async function openConversations(target: Target): Promise<string[]> {
+  const opened = await Promise.all(Array.from({ length: CONNECTIONS }, () => postJson<{ conversation_id: string }>(target.url, "/v1/query", { query: QUESTION })));
+  return opened.map(({ conversation_id }) => JSON.stringify({ query: QUESTION, conversation_id }));
+}
+
+/** Persisted /v1/query turns at CONNECTIONS connections, each continuing its own conversation. */
+function continuedQueries(target: Target, bodies: string[], options: ProfileOptions, cpu: Parameters<typeof runLoad>[0]["cpu"]): Promise<LoadResult> {
+  return runLoad({
+    url: target.url,
+    path: "/v1/query",
+    bodies,
+    connections: CONNECTIONS,
+    amount: CONNECTIONS * options.turnsPerConnection,
+    maxSeconds: options.maxSecondsPerRun,
+    cpu,
+  });
 }
 
 async function reset(target: Target): Promise<void> {
