@@ -144,6 +144,17 @@ describe("interrupting and abandoning streams", () => {
     });
   });
 
+  it("can interrupt as soon as the start event has named the request", async () => {
+    const response = await call("/v1/streaming_query", { json: { query: slow }, user: "frank" });
+    const events = eventReader(response);
+    const start = (await events.next())!;
+    const interrupt = await callJson("/v1/streaming_query/interrupt", { json: { request_id: start.data.request_id }, user: "frank" });
+    expect(interrupt.status).toBe(200);
+    let last: string | undefined;
+    for (let event = await events.next(); event; event = await events.next()) last = event.event;
+    expect(last).toBe("interrupted");
+  });
+
   it("rejects malformed and unknown interrupt requests", async () => {
     expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: "nope" }, user: "frank" })).status).toBe(422);
     expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: crypto.randomUUID() }, user: "frank" })).status).toBe(404);

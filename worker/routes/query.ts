@@ -137,7 +137,9 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
     `data: ${JSON.stringify({ event, data, ...extra })}\n\n`;
   const error = (failure: ApiError) => line("error", { status_code: failure.status, response: failure.response, cause: failure.cause });
   return new TransformStream<TurnEvent, string>({
-    start(controller) {
+    async start(controller) {
+      // A client may interrupt as soon as it reads the request id: it must be findable by then.
+      await turn.interruptible;
       controller.enqueue(line("start", { conversation_id: turn.conversationId, request_id: turn.requestId }));
     },
     transform(event, controller) {

@@ -82,6 +82,8 @@ export type TurnEvent = { type: "backend"; event: ResponseStreamEvent } | { type
 export interface RunningTurn {
   conversationId: string;
   requestId: string;
+  /** Settles once an interruptible turn's request id can be found by /v1/streaming_query/interrupt. */
+  interruptible: Promise<void>;
   /** The model that answers, and whether the client named it. */
   model: ModelChoice;
   /** What inline retrieval found before the model call (nothing for a blocked turn). */
@@ -243,7 +245,14 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   deps.waitUntil(run);
   run.catch((error) => console.error("turn failed", error));
 
-  return { conversationId: request.conversationId, requestId: request.requestId, model: choice, retrieval, events: channel.readable };
+  return {
+    conversationId: request.conversationId,
+    requestId: request.requestId,
+    interruptible: registered.catch(() => undefined),
+    model: choice,
+    retrieval,
+    events: channel.readable,
+  };
 }
 
 /**
