@@ -97,3 +97,14 @@ describe("configuration", () => {
     expect(body.configuration.inference_backend.api_key).toBe("**********");
   });
 });
+
+describe("config/parley.example.yaml", () => {
+  it("loads, with the files it names and its static filter", async () => {
+    const { env } = await import("cloudflare:workers");
+    const { loadRuntime } = await import("../../worker/runtime.ts");
+    const text = await (await env.CONFIG_FILES.fetch("http://config.invalid/parley.example.yaml")).text();
+    const loaded = await loadRuntime({ ...env, PARLEY_CONFIG: text, BACKEND_API_KEY: "sk-example", PG_PASSWORD: "example" });
+    expect(loaded.ok ? [] : loaded.problems).toEqual([]);
+    if (loaded.ok) expect(loaded.runtime.systemPrompt).toContain("You are Parley");
+  });
+});
