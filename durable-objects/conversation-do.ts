@@ -133,11 +133,15 @@ export class ConversationDO extends DurableObject<Env> {
   /**
    * Records the turn (whatever its status) and lets the next one begin. Turns are numbered as they
    * are recorded: one whose lease ran out is still kept, after the turns that went on without it.
+   * False when the conversation was deleted meanwhile.
    */
-  async completeTurn(requestId: string, outcome: TurnOutcome): Promise<void> {
+  async completeTurn(requestId: string, outcome: TurnOutcome): Promise<boolean> {
     const turn = this.active.get(requestId);
+    // Deleted while the turn ran: nothing is recorded, and the caller must not recreate its record.
+    if (this.owner() === null) return false;
     this.insertTurn({ ...outcome, turnNumber: this.nextTurnNumber(), requestId, startedAt: turn?.startedAt ?? outcome.completedAt });
     this.finish(requestId);
+    return true;
   }
 
   /** Lets the next turn begin without recording this one (its backend call never started). */

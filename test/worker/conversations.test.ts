@@ -155,6 +155,18 @@ describe("interrupting and abandoning streams", () => {
     expect(last).toBe("interrupted");
   });
 
+  it("a conversation deleted while a turn runs stays deleted", async () => {
+    const id = await newConversation("judy");
+    const response = await call("/v1/streaming_query", { json: { query: slow, conversation_id: id }, user: "judy" });
+    const events = eventReader(response);
+    expect((await events.next())!.event).toBe("start");
+    expect((await callJson<{ deleted: boolean }>(`/v1/conversations/${id}`, { method: "DELETE", user: "judy" })).body.deleted).toBe(true);
+    while (await events.next());
+    await settle();
+    expect((await callJson(`/v1/conversations/${id}`, { user: "judy" })).status).toBe(404);
+    expect((await callJson<{ conversations: unknown[] }>("/v1/conversations", { user: "judy" })).body.conversations).toEqual([]);
+  });
+
   it("rejects malformed and unknown interrupt requests", async () => {
     expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: "nope" }, user: "frank" })).status).toBe(422);
     expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: crypto.randomUUID() }, user: "frank" })).status).toBe(404);

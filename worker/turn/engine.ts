@@ -206,9 +206,11 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       const summaryText = await topic.catch(() => null);
 
       const tokens = outcome.tokens.input + outcome.tokens.output;
-      const [kept, recorded, quotas] = await Promise.allSettled([
-        conversation.completeTurn(request.requestId, outcome),
-        status === "failed" ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
+      // The history first: a conversation deleted while this turn ran must not get its record back.
+      const [kept] = await Promise.allSettled([conversation.completeTurn(request.requestId, outcome)]);
+      const exists = kept.status === "rejected" || kept.value;
+      const [recorded, quotas] = await Promise.allSettled([
+        status === "failed" || !exists ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
         counters.length > 0 && tokens > 0 ? consumeQuotas(env, store, counters, tokens) : Promise.resolve({}),
         rt.config.quota_handlers.enable_token_history && tokens > 0
           ? store.tokenUsage.add({ userId: request.auth.userId, provider: outcome.provider, model: outcome.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output })
