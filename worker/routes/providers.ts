@@ -7,7 +7,7 @@ import { redactConfig } from "../config/redact.ts";
 import { errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import type { Runtime } from "../runtime.ts";
-import { backendError } from "../turn/backend-errors.ts";
+import { probeBackend } from "../turn/backend-errors.ts";
 import { listModels } from "../turn/models.ts";
 
 export const providers = new Hono<AppEnv>();
@@ -67,12 +67,7 @@ providers.get("/v1/providers/:id", guard(ACTIONS.provider), async (c) => {
   const id = c.req.param("id");
   const entry = (await providerEntries(rt)).find((candidate) => candidate.provider_id === id);
   if (!entry) throw errors.notFound("Provider", id);
-  let health: { status: "OK" | "Error"; message: string };
-  try {
-    await rt.backend.models.list({ timeout: 5_000, maxRetries: 0 });
-    health = { status: "OK", message: "the inference backend is reachable" };
-  } catch (error) {
-    health = { status: "Error", message: backendError(error).cause };
-  }
+  const probe = await probeBackend(rt);
+  const health = probe.ok ? { status: "OK", message: "the inference backend is reachable" } : { status: "Error", message: probe.cause };
   return c.json({ api: entry.api, config: entry.config, health, provider_id: entry.provider_id, provider_type: entry.provider_type });
 });

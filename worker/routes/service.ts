@@ -8,7 +8,7 @@ import { redactConfig } from "../config/redact.ts";
 import { errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import type { Runtime } from "../runtime.ts";
-import { backendError } from "../turn/backend-errors.ts";
+import { probeBackend } from "../turn/backend-errors.ts";
 import { listModels } from "../turn/models.ts";
 import { parseWith } from "../validation.ts";
 import { SERVICE_VERSION } from "../version.ts";
@@ -73,12 +73,8 @@ async function backendVersion(rt: Runtime): Promise<string> {
 }
 
 async function backendStatus(rt: Runtime): Promise<{ provider_id: string; status: "ok" | "error"; message: string }> {
-  try {
-    await rt.backend.models.list({ timeout: 5_000, maxRetries: 0 });
-    return { provider_id: "inference_backend", status: "ok", message: "reachable" };
-  } catch (error) {
-    return { provider_id: "inference_backend", status: "error", message: backendError(error).cause };
-  }
+  const probe = await probeBackend(rt);
+  return { provider_id: "inference_backend", status: probe.ok ? "ok" : "error", message: probe.ok ? "reachable" : probe.cause };
 }
 
 function landingPage(name: string, environment: string): string {

@@ -2,6 +2,7 @@
 // messages can carry internals, so only the status class and a safe cause are passed on.
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { ApiError, errors } from "../errors.ts";
+import type { Runtime } from "../runtime.ts";
 
 export function backendError(error: unknown, model?: string): ApiError {
   if (error instanceof ApiError) return error;
@@ -27,4 +28,14 @@ export function backendError(error: unknown, model?: string): ApiError {
 function safeMessage(error: APIError): string {
   const message = (error.error as { message?: unknown } | undefined)?.message;
   return typeof message === "string" ? message.replace(/(sk|key|token)[-_][A-Za-z0-9_-]{8,}/gi, "[redacted]").slice(0, 300) : "bad request";
+}
+
+/** Whether the backend answers, for probes: a short time-out and no retries, so a probe never hangs. */
+export async function probeBackend(rt: Runtime): Promise<{ ok: true } | { ok: false; cause: string }> {
+  try {
+    await rt.backend.models.list({ timeout: 5_000, maxRetries: 0 });
+    return { ok: true };
+  } catch (error) {
+    return { ok: false, cause: backendError(error).cause };
+  }
 }
