@@ -9,6 +9,7 @@ import { errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import type { PromptRecord, Store } from "../storage/store.ts";
 import { checkTemplate } from "../turn/prompt-template.ts";
+import { randomHex } from "../turn/conversation-id.ts";
 import { parseWith, readJson } from "../validation.ts";
 
 export const prompts = new Hono<AppEnv>();
@@ -16,8 +17,7 @@ export const prompts = new Hono<AppEnv>();
 const PROMPT_ID = /^pmpt_[0-9a-f]{48}$/;
 
 function newPromptId(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(24));
-  return "pmpt_" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `pmpt_${randomHex(24)}`;
 }
 
 const VariablesSchema = z.array(z.string().min(1, "must not be empty")).nullish();

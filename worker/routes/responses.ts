@@ -7,7 +7,7 @@ import { ACTIONS } from "../auth/actions.ts";
 import { errors, type ApiError } from "../errors.ts";
 import { guard, userMay } from "../middleware.ts";
 import type { Store } from "../storage/store.ts";
-import { newConversationId, normalizeAnyForm, toBackendId } from "../turn/conversation-id.ts";
+import { newConversationId, normalizeAnyForm, randomHex, toBackendId } from "../turn/conversation-id.ts";
 import { ownedConversation, type ConversationTarget } from "../turn/conversations.ts";
 import type { Retrieval } from "../rag/retrieval.ts";
 import { conversationForbidden, responseText, startTurn, type BackendParams, type TurnEvent } from "../turn/engine.ts";
@@ -207,7 +207,7 @@ function inlineSearchItem(question: string, retrieval: Retrieval): Item | null {
   if (retrieval.chunks.length === 0) return null;
   return {
     type: "file_search_call",
-    id: `fs_inline_${crypto.randomUUID().replaceAll("-", "")}`,
+    id: `fs_inline_${randomHex(16)}`,
     status: "completed",
     queries: [question],
     results: retrieval.chunks.map((chunk) => ({

@@ -2,9 +2,13 @@
 const NORMALIZED = /^[0-9a-f]{48}$/;
 const BACKEND_PREFIX = "conv_";
 
+/** `bytes` random bytes as lowercase hex: the body of every id the gateway makes up. */
+export function randomHex(bytes: number): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 export function newConversationId(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(24));
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return randomHex(24);
 }
 
 export function isNormalizedId(id: string): boolean {

@@ -129,19 +129,11 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     await store.close().catch(() => undefined);
     throw error;
   }
-  try {
-    // After beginTurn: the conversation's last model is only known once earlier turns have ended.
-    choice = await chooseModel(rt, request.model, begun.lastUsed);
-  } catch (error) {
-    await conversation.abandonTurn(request.requestId).catch(() => undefined);
-    await store.close().catch(() => undefined);
-    throw error;
-  }
-  const model = choice.model;
 
   const registered = request.interruptible
     ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
     : Promise.resolve();
+  const unregister = () => registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined));
   const abort = new AbortController();
   const shields = request.shields ?? rt.config.shields;
   const inputShields = shields.filter((shield) => shield.input);
@@ -149,7 +141,11 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   let backendStream: AsyncIterable<ResponseStreamEvent>;
   let topic: Promise<string | null> = Promise.resolve(null);
   let retrieval = NOTHING_RETRIEVED;
+  let model: ModelInfo | undefined;
   try {
+    // After beginTurn: the conversation's last model is only known once earlier turns have ended.
+    choice = await chooseModel(rt, request.model, begun.lastUsed);
+    model = choice.model;
     const verdict = inputShields.length > 0 ? await moderate(rt, inputShields, moderationText(request.input)) : null;
     // The summary and the searches see the input only once the shields have let it through.
     if (!verdict && request.isNew && request.generateTopicSummary) {
@@ -171,12 +167,9 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         ? await rt.backend.responses.create({ ...params, stream: true }, { signal: abort.signal })
         : asFinalEvent(await rt.backend.responses.create({ ...params, stream: false }, { signal: abort.signal }));
   } catch (error) {
-    await Promise.allSettled([
-      conversation.abandonTurn(request.requestId),
-      registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
-    ]);
+    await Promise.allSettled([conversation.abandonTurn(request.requestId), unregister()]);
     await store.close().catch(() => undefined);
-    throw backendError(error, model.identifier);
+    throw backendError(error, model?.identifier);
   }
 
   const channel = new TransformStream<TurnEvent, TurnEvent>();
@@ -215,7 +208,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
         rt.config.quota_handlers.enable_token_history && tokens > 0
           ? store.tokenUsage.add({ userId: request.auth.userId, provider: outcome.provider, model: outcome.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output })
           : Promise.resolve(),
-        registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined)),
+        unregister(),
       ]);
       for (const settled of [kept, recorded, quotas]) if (settled.status === "rejected") console.error("could not persist turn", settled.reason);
       // An answer whose turn could not be saved is not reported as a success: the client is told it

@@ -8,6 +8,7 @@ import { errors } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
 import type { Item } from "../../durable-objects/conversation-do.ts";
 import { backendError } from "./backend-errors.ts";
+import { randomHex } from "./conversation-id.ts";
 
 /** The refusal when a shield's configuration gives no message of its own. */
 export const DEFAULT_REFUSAL = "I cannot help with that request: it was flagged by the content safety policy.";
@@ -82,9 +83,8 @@ function decodeTextData(url: string): string {
  * endpoint's adapter then renders a refusal the way it renders an answer.
  */
 export function blockedEvents(refusal: string, model: string, instructions: string): ResponseStreamEvent[] {
-  const hex = (bytes: number) => Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
-  const responseId = `resp_${hex(24)}`;
-  const itemId = `msg_${hex(24)}`;
+  const responseId = `resp_${randomHex(24)}`;
+  const itemId = `msg_${randomHex(24)}`;
   const now = Math.floor(Date.now() / 1000);
   const message = {
     type: "message" as const,
