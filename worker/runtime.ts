@@ -35,11 +35,6 @@ export function loadRuntime(env: Env): Promise<RuntimeResult> {
   return cached.result;
 }
 
-/** Forget the cached runtime (tests change PARLEY_CONFIG between cases). */
-export function resetRuntime(): void {
-  cached = null;
-}
-
 async function buildRuntime(env: Env): Promise<RuntimeResult> {
   try {
     const text = env.PARLEY_CONFIG ?? (await readConfigFile(env, BUNDLED_CONFIG));
