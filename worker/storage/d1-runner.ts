@@ -1,22 +1,32 @@
-// D1 through drizzle-orm/d1. D1 has no interactive transactions, but a batch runs as one.
-import { drizzle } from "drizzle-orm/d1";
+// D1 through drizzle's SQLite dialect. D1 has no interactive transactions, but a batch runs as one,
+// and every call, single statements included, goes out as a batch through the isolate's group
+// commit for that database (group-commit.ts).
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
+import type { SQL } from "drizzle-orm";
+import { GroupCommit } from "./group-commit.ts";
 import type { Row, SqlRunner } from "./sql-runner.ts";
 
+// drizzle 0.45's db.batch() cannot take raw sql with parameters (SQLiteRaw has no prepared
+// statement to bind), so statements are rendered with drizzle's SQLite dialect and sent to D1 as is.
+const dialect = new SQLiteAsyncDialect();
+
+/** One group commit per D1 binding in this isolate (the binding object outlives requests). */
+const commits = new WeakMap<D1Database, GroupCommit<D1PreparedStatement, Row[]>>();
+
 export function d1Runner(binding: D1Database): SqlRunner {
-  const db = drizzle(binding);
-  // drizzle 0.45's db.batch() cannot take raw sql with parameters (SQLiteRaw has no prepared
-  // statement to bind), so the batch is rendered with drizzle's SQLite dialect and sent to D1 as is.
-  const dialect = new SQLiteAsyncDialect();
+  let commit = commits.get(binding);
+  if (!commit) {
+    commit = new GroupCommit(async (statements) => (await binding.batch<Row>(statements)).map((result) => result.results));
+    commits.set(binding, commit);
+  }
+  const prepare = (statement: SQL) => {
+    const query = dialect.sqlToQuery(statement);
+    return binding.prepare(query.sql).bind(...query.params);
+  };
+  const group = commit;
   return {
-    query: (statement) => db.all<Row>(statement),
-    atomic: async (statements) => {
-      const prepared = statements.map((statement) => {
-        const query = dialect.sqlToQuery(statement);
-        return binding.prepare(query.sql).bind(...query.params);
-      });
-      return (await binding.batch<Row>(prepared)).map((result) => result.results);
-    },
+    query: async (statement) => (await group.run([prepare(statement)]))[0]!,
+    atomic: (statements) => group.run(statements.map(prepare)),
     // The binding belongs to the Worker, not to this store.
     close: async () => {},
   };
