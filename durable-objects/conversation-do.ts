@@ -45,7 +45,8 @@ export type BeginResult =
       history: Item[];
       /** The model and provider of the last turn that was answered, if any. */
       lastUsed: { model: string; provider: string } | null;
-      control: ReadableStream<Uint8Array>;
+      /** Carries an interrupt to the Worker serving the turn; only when the request asked for one. */
+      control: ReadableStream<Uint8Array> | null;
     }
   | { ok: false; reason: "not_found" | "forbidden" };
 
@@ -58,6 +59,8 @@ export interface BeginRequest {
   seed?: StoredTurn[];
   /** How long the turn may hold the conversation if its Worker never reports back (it crashed). */
   leaseMs: number;
+  /** Whether the turn can be interrupted, and so needs a control stream. */
+  interruptible: boolean;
 }
 
 /** Message written on a turn's control stream when the turn must stop. */
@@ -66,7 +69,7 @@ export const INTERRUPT_SIGNAL = "interrupt\n";
 interface ActiveTurn {
   requestId: string;
   startedAt: string;
-  control: WritableStreamDefaultWriter<Uint8Array>;
+  control: WritableStreamDefaultWriter<Uint8Array> | null;
   release: () => void;
   lease: ReturnType<typeof setTimeout>;
 }
@@ -119,15 +122,15 @@ export class ConversationDO extends DurableObject<Env> {
     await previous;
 
     const startedAt = new Date().toISOString();
-    const channel = new TransformStream<Uint8Array, Uint8Array>();
+    const channel = request.interruptible ? new TransformStream<Uint8Array, Uint8Array>() : null;
     this.active.set(request.requestId, {
       requestId: request.requestId,
       startedAt,
-      control: channel.writable.getWriter(),
+      control: channel?.writable.getWriter() ?? null,
       release,
       lease: setTimeout(() => this.finish(request.requestId), request.leaseMs),
     });
-    return { ok: true, startedAt, history: this.historyItems(), lastUsed: this.lastUsed(), control: channel.readable };
+    return { ok: true, startedAt, history: this.historyItems(), lastUsed: this.lastUsed(), control: channel?.readable ?? null };
   }
 
   /**
@@ -152,7 +155,7 @@ export class ConversationDO extends DurableObject<Env> {
   /** Ends a running turn by its request id; false when no such turn is running here. */
   async interrupt(requestId: string): Promise<boolean> {
     const turn = this.active.get(requestId);
-    if (!turn) return false;
+    if (!turn?.control) return false;
     await turn.control.write(new TextEncoder().encode(INTERRUPT_SIGNAL)).catch(() => undefined);
     return true;
   }
@@ -176,7 +179,7 @@ export class ConversationDO extends DurableObject<Env> {
     if (!turn) return;
     this.active.delete(requestId);
     clearTimeout(turn.lease);
-    turn.control.close().catch(() => undefined);
+    turn.control?.close().catch(() => undefined);
     turn.release();
   }
 

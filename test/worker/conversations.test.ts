@@ -207,9 +207,9 @@ describe("ConversationDO turn slots", () => {
     const { env } = await import("cloudflare:workers");
     const { conversationStub } = await import("../../durable-objects/conversation-do.ts");
     const stub = conversationStub(env.CONVERSATION, "a".repeat(47) + "1");
-    const first = await stub.beginTurn({ userId: "ivan", requestId: "r1", create: true, leaseMs: 100 });
+    const first = await stub.beginTurn({ userId: "ivan", requestId: "r1", create: true, leaseMs: 100, interruptible: false });
     expect(first.ok).toBe(true);
-    const second = await stub.beginTurn({ userId: "ivan", requestId: "r2", create: false, leaseMs: 100 });
+    const second = await stub.beginTurn({ userId: "ivan", requestId: "r2", create: false, leaseMs: 100, interruptible: false });
     expect(second.ok).toBe(true);
     const outcome = (text: string) => ({
       status: "completed" as const,
@@ -228,6 +228,6 @@ describe("ConversationDO turn slots", () => {
       [1, "second"],
       [2, "first, late"],
     ]);
-    expect(await stub.beginTurn({ userId: "mallory", requestId: "r3", create: false, leaseMs: 100 })).toEqual({ ok: false, reason: "forbidden" });
+    expect(await stub.beginTurn({ userId: "mallory", requestId: "r3", create: false, leaseMs: 100, interruptible: false })).toEqual({ ok: false, reason: "forbidden" });
   });
 });

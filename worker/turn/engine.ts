@@ -108,6 +108,12 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   const store = openStore(env, rt.config.database);
   const counters = quotaCounters(rt.config, request.auth.userId);
   const conversation = conversationStub(env.CONVERSATION, request.conversationId);
+  // An interruptible turn's request id is registered while the turn begins, not after, so the
+  // registration is seldom what its first event waits for.
+  const registered = request.interruptible
+    ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
+    : Promise.resolve();
+  const unregister = () => registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined));
   let begun: Extract<BeginResult, { ok: true }>;
   let choice: ModelChoice;
   try {
@@ -118,6 +124,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       create: request.isNew,
       seed: request.seed,
       leaseMs: turnLeaseMs(rt),
+      interruptible: request.interruptible,
     });
     if (!result.ok) {
       throw result.reason === "forbidden"
@@ -126,14 +133,11 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
     }
     begun = result;
   } catch (error) {
+    await unregister().catch(() => undefined);
     await store.close().catch(() => undefined);
     throw error;
   }
 
-  const registered = request.interruptible
-    ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
-    : Promise.resolve();
-  const unregister = () => registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined));
   const abort = new AbortController();
   const shields = request.shields ?? rt.config.shields;
   const inputShields = shields.filter((shield) => shield.input);
@@ -174,7 +178,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
 
   const channel = new TransformStream<TurnEvent, TurnEvent>();
   const writer = channel.writable.getWriter();
-  watchForInterrupt(begun.control, abort);
+  if (begun.control) watchForInterrupt(begun.control, abort);
 
   const run = (async () => {
     let clientGone = false;
@@ -199,17 +203,21 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
       const summaryText = await topic.catch(() => null);
 
       const tokens = outcome.tokens.input + outcome.tokens.output;
-      // The history first: a conversation deleted while this turn ran must not get its record back.
-      const [kept] = await Promise.allSettled([conversation.completeTurn(request.requestId, outcome)]);
-      const exists = kept.status === "rejected" || kept.value;
-      const [recorded, quotas] = await Promise.allSettled([
-        status === "failed" || !exists ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
+      const [kept, recorded, quotas] = await Promise.allSettled([
+        conversation.completeTurn(request.requestId, outcome),
+        status === "failed" ? Promise.resolve(null) : recordTurn(store, request, outcome, summaryText),
         counters.length > 0 && tokens > 0 ? consumeQuotas(env, store, counters, tokens) : Promise.resolve({}),
         rt.config.quota_handlers.enable_token_history && tokens > 0
           ? store.tokenUsage.add({ userId: request.auth.userId, provider: outcome.provider, model: outcome.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output })
           : Promise.resolve(),
         unregister(),
       ]);
+      // The history and the record are written side by side. A conversation deleted while this turn
+      // ran refuses the history; the record the turn may have put back is then removed again.
+      const deleted = kept.status === "fulfilled" && !kept.value;
+      if (deleted && recorded.status === "fulfilled" && recorded.value) {
+        await store.conversations.delete(request.conversationId).catch((error) => console.error("could not remove the record of a deleted conversation", error));
+      }
       for (const settled of [kept, recorded, quotas]) if (settled.status === "rejected") console.error("could not persist turn", settled.reason);
       // An answer whose turn could not be saved is not reported as a success: the client is told it
       // failed, and asking again continues the conversation and repairs its record.
@@ -225,7 +233,7 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
           outputTokens: outcome.tokens.output,
           summary: outcome.summary,
           error: unsaved ? errors.internal("the answer could not be saved") : collected.error,
-          record: recorded.status === "fulfilled" ? recorded.value : null,
+          record: recorded.status === "fulfilled" && !deleted ? recorded.value : null,
           availableQuotas: quotas.status === "fulfilled" ? quotas.value : {},
           ragChunks: [...retrieval.chunks, ...searched.chunks],
           referencedDocuments: uniqueDocuments([...retrieval.referencedDocuments, ...searched.referencedDocuments]),
