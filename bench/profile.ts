@@ -106,14 +106,15 @@ export interface ProfileOptions {
 export const VARIANTS: Array<{ name: string; what: string }> = [
   { name: "passthrough-json", what: "the floor (baseline): backend JSON passed through" },
   { name: "stream-read-raw", what: "backend called with stream: true, SSE read as bytes" },
-  { name: "sdk-json", what: "openai SDK, JSON call" },
-  { name: "sdk-stream", what: "openai SDK, streamed call, every event parsed (Parley's call)" },
+  { name: "sdk-json", what: "openai SDK, JSON call (Parley's call for JSON answers)" },
+  { name: "sdk-stream", what: "openai SDK, streamed call, every event parsed (Parley's call for streams)" },
   { name: "d1-read", what: "+ 1 D1 SELECT before the call (raw binding)" },
   { name: "d1-read-drizzle", what: "+ the same SELECT through drizzle" },
-  { name: "d1-turn", what: "+ SELECT before, upsert ‖ insert after (Parley's D1 traffic)" },
+  { name: "d1-turn", what: "+ SELECT before, upsert ‖ insert after (Parley's first D1 traffic)" },
   { name: "d1-turn-batched", what: "+ SELECT before, the two writes as one batch" },
   { name: "do-rpc", what: "+ Durable Object begin/complete RPCs (no history)" },
   { name: "do-rpc-control-stream", what: "+ the same with a ReadableStream returned over RPC" },
+  { name: "persisted-minimum", what: "+ DO begin, then DO complete ‖ one D1 batch of the two writes: a persisted turn's round-trips, nothing else" },
 ];
 
 const CONNECTIONS = 10;

@@ -133,7 +133,7 @@ const VARIANTS = {
     return passThrough(await backend(env, question, false));
   },
 
-  // Parley's D1 traffic per turn: the read, then the index upsert and the response row in parallel.
+  // Parley's first D1 traffic per turn: the read, then the index upsert and the response row in parallel.
   "d1-turn": async (env, question, id) => {
     await selectConversation(env, id);
     const answer = await backend(env, question, false);
@@ -170,6 +170,17 @@ const VARIANTS = {
     const body = await answer.text();
     await stub.complete(next, body);
     await reading;
+    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+  },
+
+  // The round-trips every persisted turn of Parley makes, with none of its other work: the DO
+  // hands out the turn, then its completion and the record's one D1 batch go side by side.
+  "persisted-minimum": async (env, question, id) => {
+    const stub = env.TURNS.getByName(id);
+    const { next } = await stub.begin(false);
+    const answer = await backend(env, question, false);
+    const body = await answer.text();
+    await Promise.all([stub.complete(next, body), env.DB.batch(writeStatements(env, id))]);
     return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
   },
 };
