@@ -113,6 +113,8 @@ export async function startTurn(deps: TurnDeps, request: TurnRequest): Promise<R
   const registered = request.interruptible
     ? store.streamRequests.register({ requestId: request.requestId, conversationId: request.conversationId, userId: request.auth.userId })
     : Promise.resolve();
+  // A failed registration only means the turn cannot be interrupted; it is not the turn's failure.
+  registered.catch((error) => console.error("could not register the stream for interrupts", error));
   const unregister = () => registered.then(() => (request.interruptible ? store.streamRequests.remove(request.requestId) : undefined));
   let begun: Extract<BeginResult, { ok: true }>;
   let choice: ModelChoice;
