@@ -95,6 +95,22 @@ function writeStatements(env, id) {
   return [env.DB.prepare(UPSERT).bind(id, at, at, responseId), env.DB.prepare(INSERT_RESPONSE).bind(responseId, id, at)];
 }
 
+/**
+ * The floor's JSON backend call with a variant's work before it and after it. The answer is read
+ * whole before the work after it, as a turn that records its answer must; then it is passed on.
+ * @template T
+ * @param {VariantEnv} env @param {string} question
+ * @param {() => Promise<T>} before
+ * @param {(body: string, begun: T) => Promise<unknown>} after
+ */
+async function aroundBackend(env, question, before, after) {
+  const begun = await before();
+  const answer = await backend(env, question, false);
+  const body = await answer.text();
+  await after(body, begun);
+  return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+}
+
 /** @type {Record<string, (env: VariantEnv, question: string, id: string) => Promise<Response>>} */
 const VARIANTS = {
   // The floor itself, inside this Worker: the baseline every other variant is compared with.
@@ -134,54 +150,61 @@ const VARIANTS = {
   },
 
   // Parley's first D1 traffic per turn: the read, then the index upsert and the response row in parallel.
-  "d1-turn": async (env, question, id) => {
-    await selectConversation(env, id);
-    const answer = await backend(env, question, false);
-    const body = await answer.text();
-    await Promise.all(writeStatements(env, id).map((statement) => statement.all()));
-    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
-  },
+  "d1-turn": (env, question, id) =>
+    aroundBackend(
+      env,
+      question,
+      () => selectConversation(env, id),
+      () => Promise.all(writeStatements(env, id).map((statement) => statement.all())),
+    ),
 
   // The two writes as one batch: one round trip instead of two.
-  "d1-turn-batched": async (env, question, id) => {
-    await selectConversation(env, id);
-    const answer = await backend(env, question, false);
-    const body = await answer.text();
-    await env.DB.batch(writeStatements(env, id));
-    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
-  },
+  "d1-turn-batched": (env, question, id) =>
+    aroundBackend(
+      env,
+      question,
+      () => selectConversation(env, id),
+      () => env.DB.batch(writeStatements(env, id)),
+    ),
 
   // Parley's Durable Object traffic per turn without the history: begin, then complete.
-  "do-rpc": async (env, question, id) => {
+  "do-rpc": (env, question, id) => {
     const stub = env.TURNS.getByName(id);
-    const { next } = await stub.begin(false);
-    const answer = await backend(env, question, false);
-    const body = await answer.text();
-    await stub.complete(next, body);
-    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+    return aroundBackend(
+      env,
+      question,
+      async () => stub.begin(false),
+      (body, { next }) => stub.complete(next, body),
+    );
   },
 
   // The same with the control stream Parley's beginTurn hands out (a ReadableStream over RPC).
-  "do-rpc-control-stream": async (env, question, id) => {
+  "do-rpc-control-stream": (env, question, id) => {
     const stub = env.TURNS.getByName(id);
-    const { next, control } = await stub.begin(true);
-    const reading = control ? new Response(control).arrayBuffer() : Promise.resolve(null);
-    const answer = await backend(env, question, false);
-    const body = await answer.text();
-    await stub.complete(next, body);
-    await reading;
-    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+    return aroundBackend(
+      env,
+      question,
+      async () => {
+        const { next, control } = await stub.begin(true);
+        return { next, reading: control ? new Response(control).arrayBuffer() : Promise.resolve(null) };
+      },
+      async (body, { next, reading }) => {
+        await stub.complete(next, body);
+        await reading;
+      },
+    );
   },
 
   // The round-trips every persisted turn of Parley makes, with none of its other work: the DO
   // hands out the turn, then its completion and the record's one D1 batch go side by side.
-  "persisted-minimum": async (env, question, id) => {
+  "persisted-minimum": (env, question, id) => {
     const stub = env.TURNS.getByName(id);
-    const { next } = await stub.begin(false);
-    const answer = await backend(env, question, false);
-    const body = await answer.text();
-    await Promise.all([stub.complete(next, body), env.DB.batch(writeStatements(env, id))]);
-    return new Response(body, { status: answer.status, headers: { "content-type": "application/json" } });
+    return aroundBackend(
+      env,
+      question,
+      async () => stub.begin(false),
+      (body, { next }) => Promise.all([stub.complete(next, body), env.DB.batch(writeStatements(env, id))]),
+    );
   },
 };
 

@@ -13,17 +13,22 @@ const dialect = new SQLiteAsyncDialect();
 /** One group commit per D1 binding in this isolate (the binding object outlives requests). */
 const commits = new WeakMap<D1Database, GroupCommit<D1PreparedStatement, Row[]>>();
 
-export function d1Runner(binding: D1Database): SqlRunner {
+/** The group commit of this binding, made on first use. */
+function groupCommit(binding: D1Database): GroupCommit<D1PreparedStatement, Row[]> {
   let commit = commits.get(binding);
   if (!commit) {
     commit = new GroupCommit(async (statements) => (await binding.batch<Row>(statements)).map((result) => result.results));
     commits.set(binding, commit);
   }
+  return commit;
+}
+
+export function d1Runner(binding: D1Database): SqlRunner {
+  const group = groupCommit(binding);
   const prepare = (statement: SQL) => {
     const query = dialect.sqlToQuery(statement);
     return binding.prepare(query.sql).bind(...query.params);
   };
-  const group = commit;
   return {
     query: async (statement) => (await group.run([prepare(statement)]))[0]!,
     atomic: (statements) => group.run(statements.map(prepare)),

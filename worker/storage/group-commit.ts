@@ -17,8 +17,8 @@ interface Member<S, R> {
 }
 
 export class GroupCommit<S, R> {
-  /** Settles when the batch on the wire has; null when nothing is being sent. */
-  private inFlight: Promise<unknown> | null = null;
+  /** The batch on the wire (it never rejects: sendGroup settles its members); null when none is. */
+  private inFlight: Promise<void> | null = null;
   /** Callers waiting for the batch on the wire, to be sent together after it. */
   private waiting: Member<S, R>[] | null = null;
 
@@ -34,7 +34,7 @@ export class GroupCommit<S, R> {
     if (this.inFlight) {
       // This caller leads the next batch: later callers join it until the current one settles.
       this.waiting = group;
-      await this.inFlight.catch(() => undefined);
+      await this.inFlight;
       this.waiting = null;
     }
     const sent = this.sendGroup(group);
