@@ -1,8 +1,24 @@
 import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { type Config, ConfigSchema } from "./schema.ts";
+import { collectSecrets } from "./secrets.ts";
 
-export type ParseConfigResult = { ok: true; config: Config } | { ok: false; problems: string[] };
+/** A problem with the document: the dotted path of the key and what is wrong with it. */
+export interface ConfigProblem {
+  path: string;
+  message: string;
+}
+
+export type ParseConfigResult =
+  | {
+      ok: true;
+      config: Config;
+      /** Values of the fields the schema declares secret. */
+      secrets: string[];
+      /** Dotted paths of the values written as one whole `${env.NAME}` reference. */
+      fromEnvironment: Set<string>;
+    }
+  | { ok: false; problems: ConfigProblem[] };
 
 type Path = readonly PropertyKey[];
 
@@ -11,28 +27,29 @@ type Problem = { path: Path; message: string };
 
 /**
  * Reads a configuration document (YAML, or JSON), resolves `${env.NAME}` references against
- * `env` and validates it. Problems come back all at once, one `<dotted.path>: <message>` each,
- * so an operator can fix a document in one pass.
+ * `env` and validates it. Problems come back all at once, each with its dotted path, so an operator
+ * can fix a document in one pass.
  */
 export function parseConfig(text: string, env: Record<string, unknown>): ParseConfigResult {
   const document = parseDocument(text);
-  if (!document.ok) return { ok: false, problems: [`document: ${document.message}`] };
+  if (!document.ok) return { ok: false, problems: [{ path: "document", message: document.message }] };
   if (document.value === null || document.value === undefined) {
-    return { ok: false, problems: ["document: the configuration is empty"] };
+    return { ok: false, problems: [{ path: "document", message: "the configuration is empty" }] };
   }
 
   const envProblems: Problem[] = [];
-  const resolved = resolveReferences(document.value, env, [], envProblems);
-  const result = ConfigSchema.safeParse(resolved);
+  const fromEnvironment = new Set<string>();
+  const resolved = resolveReferences(document.value, env, [], envProblems, fromEnvironment);
+  const { value: result, secrets } = collectSecrets(() => ConfigSchema.safeParse(resolved));
 
   // An unresolved reference also fails validation where it sits; saying so twice is noise.
   const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue)).filter(
     (problem) => !envProblems.some((envProblem) => covers(envProblem.path, problem.path)),
   );
-  const problems = [...envProblems, ...schemaProblems].map(({ path, message }) => `${dotted(path)}: ${message}`);
+  const problems = [...envProblems, ...schemaProblems].map(({ path, message }) => ({ path: dotted(path), message }));
 
   if (problems.length > 0 || !result.success) return { ok: false, problems };
-  return { ok: true, config: result.data };
+  return { ok: true, config: result.data, secrets, fromEnvironment };
 }
 
 function parseDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
@@ -51,12 +68,17 @@ function parseDocument(text: string): { ok: true; value: unknown } | { ok: false
 // `${env.NAME}` or `${env.NAME:=fallback}` (the fallback form is the one Llama Stack configs use).
 const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}/g;
 
-function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, problems: Problem[]): unknown {
-  if (typeof value === "string") return resolveString(value, env, path, problems);
-  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], problems));
+const WHOLE_REFERENCE = /^\$\{env\.[A-Za-z_][A-Za-z0-9_]*(?::=[^}]*)?\}$/;
+
+function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, problems: Problem[], whole: Set<string>): unknown {
+  if (typeof value === "string") {
+    if (WHOLE_REFERENCE.test(value.trim())) whole.add(dotted(path));
+    return resolveString(value, env, path, problems);
+  }
+  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], problems, whole));
   if (isRecord(value)) {
     return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], problems)]),
+      Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], problems, whole)]),
     );
   }
   return value;

@@ -2,50 +2,40 @@ import type { Config } from "./schema.ts";
 
 export const REDACTED = "**********";
 
-const SECRET_KEYS = new Set([
-  "api_key",
-  "password",
-  "client_secret",
-  "ingress_server_auth_token",
-  "tls_key_password",
-]);
-
-// Catches secrets in free-form maps (provider extras, native overrides, agent cards) too.
+// Free-form maps (provider extras, native overrides, the inline agent card) have no schema to say
+// which of their values are credentials, so there, and only there, string values are hidden by name.
+const FREE_FORM = new Set(["inference.providers.*.extra", "inference_backend.config.native_override", "customization.agent_card_config"]);
 const SECRET_LOOKING = /secret|passw(?:or)?d|api[-_]?key|credential|^authorization$|token$/i;
-// ...but these name where a secret is, or which claim/variable holds it, not the secret itself.
-const NOT_A_SECRET = /_(?:path|claim|env|url)$/i;
 
 /**
- * A deep copy of the configuration that is safe to show: secrets become "**********".
- * Values were resolved from `${env.NAME}` before this point, so nothing here knows which came
- * from the environment; hiding by field name is what keeps those from leaking.
+ * A deep copy of the configuration that is safe to show. Secrets are what the schema declares with
+ * secret() (their values, as parsing recorded them): each is replaced, also where it appears inside
+ * another string (a URL), so nothing depends on what a field happens to be called.
  */
-export function redactConfig(config: Config): unknown {
-  const copy = redactValue(config);
-  for (const server of (copy as { mcp_servers: { authorization_headers: Record<string, unknown> }[] }).mcp_servers) {
-    // Header values name where a credential comes from; the mapping itself is nobody's business.
-    for (const header of Object.keys(server.authorization_headers)) server.authorization_headers[header] = REDACTED;
-  }
-  return copy;
+export function redactConfig(config: Config, secrets: readonly string[]): unknown {
+  // Longest first, so a secret that contains another is hidden whole.
+  const sorted = [...secrets].sort((a, b) => b.length - a.length);
+  const hide = (text: string) => {
+    let shown = text;
+    for (const value of sorted) if (shown.includes(value)) shown = shown.split(value).join(REDACTED);
+    return hideUrlPassword(shown);
+  };
+  return redactValue(config, [], hide);
 }
 
-function redactValue(value: unknown): unknown {
-  if (typeof value === "string") return hideUrlPassword(value);
-  if (Array.isArray(value)) return value.map(redactValue);
+function redactValue(value: unknown, path: string[], hide: (text: string) => string): unknown {
+  if (typeof value === "string") return hide(value);
+  if (Array.isArray(value)) return value.map((item) => redactValue(item, [...path, "*"], hide));
   if (typeof value === "object" && value !== null) {
+    const freeForm = path.some((_, end) => FREE_FORM.has(path.slice(0, end + 1).join(".")));
     return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [key, isSecret(key, item) ? REDACTED : redactValue(item)]),
+      Object.entries(value).map(([key, item]) => [
+        key,
+        freeForm && typeof item === "string" && SECRET_LOOKING.test(key) ? REDACTED : redactValue(item, [...path, key], hide),
+      ]),
     );
   }
   return value;
-}
-
-function isSecret(key: string, value: unknown): boolean {
-  if (value === undefined || value === null) return false;
-  if (SECRET_KEYS.has(key)) return true;
-  // Objects under secret-looking names (api_key_config) are walked, not hidden whole.
-  if (typeof value === "object" && !Array.isArray(value)) return false;
-  return SECRET_LOOKING.test(key) && !NOT_A_SECRET.test(key);
 }
 
 /** `postgres://user:pw@host` style URLs carry their password inline. */

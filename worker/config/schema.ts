@@ -1,5 +1,7 @@
-import { z } from "zod";
+import * as z from "zod";
+import { actionNamed } from "../auth/actions.ts";
 import { parseInterval } from "./interval.ts";
+import { secret } from "./secrets.ts";
 
 // workerd forbids eval/new Function. zod decides per object schema, when the schema is built,
 // whether to compile a fast parser, so this must run before any schema below is created.
@@ -11,8 +13,6 @@ z.config({ jitless: true });
 
 const nonEmpty = () => z.string().min(1, "must not be empty");
 
-/** A credential. Kept apart from nonEmpty so the schema reads as documentation of what is secret. */
-const secret = () => z.string().min(1, "must not be empty");
 
 const NUMERIC_TEXT = /^[+-]?\d+(?:\.\d+)?$/;
 
@@ -180,11 +180,56 @@ export const InferenceBackendSchema = z.strictObject({
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** How a provider's models are called: OpenAI's Responses API or Chat Completions. */
+export const PROVIDER_WIRES = ["responses", "chat"] as const;
+/** The backend APIs besides the model call, which one backend serves for the whole gateway. */
+export const PROVIDER_APIS = ["moderations", "vector_stores", "files"] as const;
+/** The provider id the default backend (inference_backend) has unless a provider entry names it. */
+export const DEFAULT_BACKEND_ID = "inference_backend";
+
+/**
+ * Extension: what Parley reads from a provider's `extra` (README "Providers"). SPEC leaves `extra`
+ * free-form, so other keys still load; they do nothing, and the load says so in a warning.
+ */
+export const ProviderExtraSchema = z
+  .looseObject({
+    /** The provider's own OpenAI-compatible endpoint (base URL with /v1). Absent: served by inference_backend. */
+    url: httpUrl().optional(),
+    /** Default "responses". */
+    wire: z.enum(PROVIDER_WIRES).optional(),
+    /** Chat Completions only: ask for a usage chunk (stream_options.include_usage); default true. */
+    stream_usage: flag().optional(),
+    /** Seconds; default inference_backend.timeout. */
+    timeout: seconds().optional(),
+    /** APIs this provider serves for the whole gateway instead of inference_backend. */
+    serves: z.array(z.enum(PROVIDER_APIS)).optional(),
+  })
+  .superRefine((extra, ctx) => {
+    if (extra.stream_usage !== undefined && extra.wire !== "chat") {
+      ctx.addIssue({ code: "custom", message: 'only used with wire "chat"', path: ["stream_usage"] });
+    }
+    if (extra.serves !== undefined && extra.url === undefined) {
+      ctx.addIssue({ code: "custom", message: "requires url: a provider without its own endpoint is served by inference_backend", path: ["serves"] });
+    }
+    extra.serves?.forEach((api, index) => {
+      if (extra.serves!.indexOf(api) !== index) ctx.addIssue({ code: "custom", message: `"${api}" is listed twice`, path: ["serves", index] });
+    });
+  });
+
+/** The keys of `extra` Parley acts on; the others are reported as having no effect. */
+export const PROVIDER_EXTRA_KEYS: readonly string[] = Object.keys(ProviderExtraSchema.shape);
+
+export type ProviderWire = (typeof PROVIDER_WIRES)[number];
+export type ProviderApi = (typeof PROVIDER_APIS)[number];
+export type ProviderExtraConfig = z.output<typeof ProviderExtraSchema>;
+
 export const InferenceProviderSchema = z.strictObject({
+  /** The provider's id: what `provider/model` and default_provider name. */
   type: nonEmpty(),
+  /** The Worker secret or variable holding the provider's key (providers with their own url). */
   api_key_env: z.string().regex(ENV_NAME, "expected an environment variable name").optional(),
   allowed_models: z.array(nonEmpty()).optional(),
-  extra: z.record(z.string(), z.unknown()).optional(),
+  extra: ProviderExtraSchema.optional(),
 });
 
 export const InferenceSchema = z
@@ -202,6 +247,31 @@ export const InferenceSchema = z
     if (inference.default_provider !== undefined && inference.default_model === undefined) {
       ctx.addIssue({ code: "custom", message: "required when default_provider is set", path: ["default_model"] });
     }
+    // A provider with its own endpoint owns its id: `provider/model` must lead to one backend.
+    const endpoints = new Set(inference.providers.filter((provider) => provider.extra?.url !== undefined).map((provider) => provider.type));
+    const seen = new Set<string>();
+    inference.providers.forEach((provider, index) => {
+      if (provider.type === DEFAULT_BACKEND_ID && provider.extra?.url !== undefined) {
+        ctx.addIssue({ code: "custom", message: `"${DEFAULT_BACKEND_ID}" names the default backend; give this provider another type`, path: ["providers", index, "type"] });
+      }
+      if (seen.has(provider.type) && endpoints.has(provider.type)) {
+        ctx.addIssue({ code: "custom", message: `duplicate provider "${provider.type}": a provider with its own url needs a type of its own`, path: ["providers", index, "type"] });
+      }
+      seen.add(provider.type);
+    });
+    for (const api of PROVIDER_APIS) {
+      const serving = inference.providers.flatMap((provider, index) => (provider.extra?.serves?.includes(api) ? [index] : []));
+      for (const index of serving.slice(1)) {
+        ctx.addIssue({ code: "custom", message: `"${api}" is already served by provider "${inference.providers[serving[0]!]!.type}"`, path: ["providers", index, "extra", "serves"] });
+      }
+    }
+    // A file is attached to a vector store on the backend that holds both.
+    const holder = (api: (typeof PROVIDER_APIS)[number]) => inference.providers.findIndex((provider) => provider.extra?.serves?.includes(api));
+    const stores = holder("vector_stores");
+    const files = holder("files");
+    if (stores !== files && stores >= 0 && files >= 0) {
+      ctx.addIssue({ code: "custom", message: "vector_stores and files must be served by the same provider (files are attached to its stores)", path: ["providers", files, "extra", "serves"] });
+    }
   });
 
 // ---------------------------------------------------------------------------------------------
@@ -218,6 +288,12 @@ export const AUTH_MODULES = [
   "trusted-proxy",
 ] as const;
 
+/** Modules that review tokens with the cluster API, with the service's own credential. */
+const CLUSTER_MODULES: ReadonlySet<string> = new Set(["k8s", "trusted-proxy"]);
+
+// A role rule compares the LIST of values its JSONPath selects, as the original system does (see
+// worker/auth/role-rules.ts). A value that this comparison can never satisfy is refused here: such
+// a rule would never grant its roles, or, negated, grant them to everyone.
 export const RoleRuleSchema = z
   .strictObject({
     jsonpath: z.string().startsWith("$", 'must start with "$"'),
@@ -229,9 +305,19 @@ export const RoleRuleSchema = z
       .min(1, "must list at least one role"),
   })
   .superRefine((rule, ctx) => {
-    // Catch at load time what would otherwise fail on the first request that reaches the rule.
-    if (rule.operator === "in" && !Array.isArray(rule.value)) {
-      ctx.addIssue({ code: "custom", message: 'must be a list for operator "in"', path: ["value"] });
+    if (rule.operator === "equals" && !Array.isArray(rule.value)) {
+      ctx.addIssue({
+        code: "custom",
+        message: 'must be a list for operator "equals": it is compared with the list of values the path selects (write [x], not x)',
+        path: ["value"],
+      });
+    }
+    if (rule.operator === "in" && !(Array.isArray(rule.value) && rule.value.every(Array.isArray))) {
+      ctx.addIssue({
+        code: "custom",
+        message: 'must be a list of lists for operator "in": the list of values the path selects must equal one of them (write [[x], [y]])',
+        path: ["value"],
+      });
     }
     if (rule.operator === "match") {
       if (typeof rule.value !== "string") {
@@ -253,36 +339,48 @@ export const JwkConfigSchema = z.strictObject({
       user_id_claim: nonEmpty().default("user_id"),
       username_claim: nonEmpty().default("username"),
       role_rules: z.array(RoleRuleSchema).default([]),
+      // A validly signed token without `exp` would be a credential that never expires.
+      require_exp: flag().default(true),
     })
     .prefault({}),
 });
 
+export const RhIdentityConfigSchema = z.strictObject({
+  required_entitlements: z.array(nonEmpty()).default([]),
+  /** Applies to the header as sent (its base64 form). */
+  max_header_size: int(1).default(8192),
+});
+
+export const TrustedProxyConfigSchema = z.strictObject({
+  user_header: nonEmpty().default("x-forwarded-user"),
+  // null, omitted or empty: every account with a valid token may assert identities.
+  allowed_service_accounts: z
+    .array(z.strictObject({ namespace: nonEmpty(), name: nonEmpty() }))
+    .nullable()
+    .optional(),
+});
+
+/** SPEC calls the JWK module `jwk`; the original system's configurations say `jwk-token`. */
+const AuthModuleSchema = z.preprocess((module) => (module === "jwk" ? "jwk-token" : module), z.enum(AUTH_MODULES));
+
 export const AuthenticationSchema = z
   .strictObject({
-    module: z.enum(AUTH_MODULES).default("noop"),
+    module: AuthModuleSchema.default("noop"),
+    // Loaded for configurations of the original system; a Worker's fetch always verifies
+    // certificates against the public roots (see worker/auth/cluster-api.ts).
     skip_tls_verification: flag().default(false),
     skip_for_health_probes: flag().default(false),
     skip_for_metrics: flag().default(false),
-    k8s_cluster_api: httpUrl().optional(),
+    // https, or http on loopback (kubectl proxy): the callers' tokens travel to it.
+    k8s_cluster_api: httpsUrl().optional(),
     k8s_ca_cert_path: nonEmpty().optional(),
+    // The service's own credential for TokenReview and SubjectAccessReview calls (a Worker does
+    // not run in the cluster, so there is no mounted service-account token to fall back on).
+    k8s_service_account_token: secret().optional(),
     jwk_config: JwkConfigSchema.optional(),
     api_key_config: z.strictObject({ api_key: secret() }).optional(),
-    rh_identity_config: z
-      .strictObject({
-        required_entitlements: z.array(nonEmpty()).default([]),
-        max_header_size: int(1).default(8192),
-      })
-      .optional(),
-    trusted_proxy_config: z
-      .strictObject({
-        user_header: nonEmpty().default("x-forwarded-user"),
-        // null, omitted or empty: every account with a valid token may assert identities.
-        allowed_service_accounts: z
-          .array(z.strictObject({ namespace: nonEmpty(), name: nonEmpty() }))
-          .nullable()
-          .optional(),
-      })
-      .optional(),
+    rh_identity_config: RhIdentityConfigSchema.optional(),
+    trusted_proxy_config: TrustedProxyConfigSchema.optional(),
   })
   .superRefine((auth, ctx) => {
     if (auth.module === "jwk-token" && auth.jwk_config === undefined) {
@@ -291,11 +389,40 @@ export const AuthenticationSchema = z
     if (auth.module === "api-key-token" && auth.api_key_config === undefined) {
       ctx.addIssue({ code: "custom", message: "required when module is api-key-token", path: ["api_key_config"] });
     }
+    if (CLUSTER_MODULES.has(auth.module)) {
+      if (auth.k8s_cluster_api === undefined) {
+        ctx.addIssue({
+          code: "custom",
+          message: `required when module is ${auth.module}: a Worker runs outside the cluster, so the API address must be given`,
+          path: ["k8s_cluster_api"],
+        });
+      }
+      if (auth.k8s_service_account_token === undefined) {
+        ctx.addIssue({
+          code: "custom",
+          message: `required when module is ${auth.module}: the service's own token for TokenReview calls, as \${env.NAME}`,
+          path: ["k8s_service_account_token"],
+        });
+      }
+    }
   });
+
+export type RhIdentityConfig = z.output<typeof RhIdentityConfigSchema>;
+export type TrustedProxyConfig = z.output<typeof TrustedProxyConfigSchema>;
+
+/** An action name in any letter case (SPEC writes MODEL_OVERRIDE, the original system model_override). */
+const ActionSchema = z.string().transform((name, ctx) => {
+  const action = actionNamed(name);
+  if (action === null) {
+    ctx.addIssue({ code: "custom", message: `unknown action "${name}"` });
+    return z.NEVER;
+  }
+  return action;
+});
 
 export const AccessRuleSchema = z.strictObject({
   role: nonEmpty(),
-  actions: z.array(nonEmpty()),
+  actions: z.array(ActionSchema),
 });
 
 export const AuthorizationSchema = z.strictObject({
@@ -323,23 +450,43 @@ export const CustomizationSchema = z.strictObject({
     .optional(),
 });
 
+/** authorization_headers values that name how a credential is obtained rather than where it is. */
+export const MCP_CREDENTIAL_KEYWORDS = ["kubernetes", "client", "oauth"] as const;
+
 const ApprovalPolicySchema = z.union([
   z.enum(["always", "never"]),
-  z.strictObject({
-    always: z.array(nonEmpty()).default([]),
-    never: z.array(nonEmpty()).default([]),
-  }),
+  z
+    .strictObject({
+      always: z.array(nonEmpty()).default([]),
+      never: z.array(nonEmpty()).default([]),
+    })
+    .superRefine((policy, ctx) => {
+      const both = policy.always.filter((tool) => policy.never.includes(tool));
+      if (both.length > 0) {
+        ctx.addIssue({ code: "custom", message: `Tools cannot be in both always and never lists: {${both.map((tool) => `'${tool}'`).join(", ")}}` });
+      }
+    }),
 ]);
 
 export const McpServerSchema = z.strictObject({
   name: nonEmpty(),
   provider_id: nonEmpty().default("model-context-protocol"),
   url: httpUrl(),
-  // Values are a file holding the credential, or one of the words kubernetes, client, oauth.
-  authorization_headers: z.record(nonEmpty(), nonEmpty()).default({}),
+  // Values are one of the words kubernetes, client, oauth, or where the credential is: a file shipped
+  // with the deployment, or the credential itself through a `${env.NAME}` reference (a secret).
+  authorization_headers: z.record(nonEmpty(), z.union([z.enum(MCP_CREDENTIAL_KEYWORDS), secret()])).default({}),
   headers: z.array(nonEmpty()).default([]),
   require_approval: ApprovalPolicySchema.default("never"),
   timeout: seconds().optional(),
+});
+
+/**
+ * Extension: where MCP servers may be. Registered servers and client-provided `mcp` tools that name a
+ * loopback, link-local, private or metadata address are refused unless their host is listed here.
+ */
+export const McpSecuritySchema = z.strictObject({
+  /** Hostnames or literal IP addresses (e.g. 127.0.0.1, localhost, mcp.internal) allowed although internal. */
+  allowed_internal_hosts: z.array(nonEmpty()).default([]),
 });
 
 export const McpServersSchema = z
@@ -348,16 +495,16 @@ export const McpServersSchema = z
   .superRefine(uniqueNames((server) => server.name, "name", "MCP server name"));
 
 export const ApprovalsSchema = z.strictObject({
-  approval_timeout_seconds: int(1).default(600),
+  approval_timeout_seconds: int(1).default(300),
   approval_retention_days: int(0).default(30),
 });
 
 export const CompactionSchema = z.strictObject({
   enabled: flag().default(false),
-  threshold_ratio: ratio().default(0.8),
+  threshold_ratio: ratio().default(0.7),
   token_floor: int(0).default(4096),
   buffer_turns: int(0).default(4),
-  buffer_max_ratio: ratio().default(0.5),
+  buffer_max_ratio: ratio().default(0.3),
 });
 
 export const ShieldSchema = z.strictObject({
@@ -467,7 +614,8 @@ export const SplunkSchema = z
   .strictObject({
     enabled: flag().default(false),
     url: httpUrl().optional(),
-    token_path: nonEmpty().optional(),
+    // Where the HEC token is held: a file shipped under config/, or the token itself as ${env.NAME}.
+    token_path: secret().optional(),
     index: nonEmpty().optional(),
     source: nonEmpty().default("parley"),
     timeout: seconds().default(5),
@@ -608,8 +756,9 @@ export const RagSchema = z
 
 export const RlsapiV1Schema = z.strictObject({
   allow_verbose_infer: flag().default(false),
-  // Unset: quotas are charged to the user id.
-  quota_subject: z.enum(["org_id", "system_id"]).optional(),
+  // Whose quota /v1/infer draws on: the user's, the identity header's organization or system; null
+  // (the default, as in the original system): none.
+  quota_subject: z.enum(["user_id", "org_id", "system_id"]).nullable().default(null),
 });
 
 export const AzureEntraIdSchema = z.strictObject({
@@ -636,6 +785,7 @@ export const ConfigSchema = z
     authorization: AuthorizationSchema.optional(),
     customization: CustomizationSchema.prefault({}),
     mcp_servers: McpServersSchema,
+    mcp_security: McpSecuritySchema.prefault({}),
     approvals: ApprovalsSchema.prefault({}),
     compaction: CompactionSchema.prefault({}),
     /** Absent: no conversation cache (the v2 endpoints answer "not configured"). */
@@ -656,6 +806,10 @@ export const ConfigSchema = z
     shields: ShieldsSchema,
   })
   .superRefine((config, ctx) => {
+    const subject = config.rlsapi_v1.quota_subject;
+    if ((subject === "org_id" || subject === "system_id") && config.authentication.module !== "rh-identity") {
+      ctx.addIssue({ code: "custom", message: `quota_subject ${subject} needs authentication.module rh-identity (only its identity header carries it)`, path: ["rlsapi_v1", "quota_subject"] });
+    }
     const rag = config.rag;
     if (rag !== undefined && isUnifiedRag(rag)) {
       // Two places to declare the same stores would leave readers guessing which one wins.
@@ -712,6 +866,7 @@ export type AuthorizationConfig = z.output<typeof AuthorizationSchema>;
 export type AccessRule = z.output<typeof AccessRuleSchema>;
 export type CustomizationConfig = z.output<typeof CustomizationSchema>;
 export type McpServerConfig = z.output<typeof McpServerSchema>;
+export type McpSecurityConfig = z.output<typeof McpSecuritySchema>;
 export type ApprovalsConfig = z.output<typeof ApprovalsSchema>;
 export type CompactionConfig = z.output<typeof CompactionSchema>;
 export type ConversationCacheConfig = z.output<typeof ConversationCacheSchema>;
