@@ -5,8 +5,8 @@
 // order, and a cancel or the time-out ends the task for all of them at once.
 import type { Message, Task } from "@a2a-js/sdk";
 import { DurableObject } from "cloudflare:workers";
-import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/a2a/task-state.ts";
-import { conversationStub } from "./conversation-do.ts";
+import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/domain/a2a-task.ts";
+import { log } from "../worker/log.ts";
 
 /** SPEC "Limits": a task still running this long after it was submitted fails. */
 export const A2A_TASK_TIMEOUT_MS = 300_000;
@@ -48,6 +48,7 @@ export class A2AContextDO extends DurableObject<Env> {
         conversation_id TEXT NOT NULL,
         conversation_started INTEGER NOT NULL DEFAULT 0
       );
+      CREATE TABLE IF NOT EXISTS context_user (id INTEGER PRIMARY KEY CHECK (id = 1), user_id TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS tasks (
         task_id TEXT PRIMARY KEY,
         state TEXT NOT NULL,
@@ -65,8 +66,10 @@ export class A2AContextDO extends DurableObject<Env> {
   }
 
   /** The context's conversation; the first call binds `candidateId` to it. */
-  async bindConversation(candidateId: string): Promise<ContextConversation> {
+  async bindConversation(candidateId: string, userId: string): Promise<ContextConversation> {
     this.sql.exec("INSERT OR IGNORE INTO context (id, conversation_id) VALUES (1, ?)", candidateId);
+    // Whose turns they are, so that a time-out can stop one (older contexts learn it here).
+    this.sql.exec("INSERT OR IGNORE INTO context_user (id, user_id) VALUES (1, ?)", userId);
     const row = this.sql.exec<{ conversation_id: string; conversation_started: number }>("SELECT * FROM context").one();
     return { id: row.conversation_id, started: row.conversation_started === 1 };
   }
@@ -204,10 +207,11 @@ export class A2AContextDO extends DurableObject<Env> {
   private async interruptTurn(row: TaskRow): Promise<void> {
     const requestId = this.row(row.task_id)?.request_id;
     const context = this.sql.exec<{ conversation_id: string }>("SELECT conversation_id FROM context").toArray()[0];
-    if (!requestId || !context) return;
-    await conversationStub(this.env.CONVERSATION, context.conversation_id)
-      .interrupt(requestId)
-      .catch((error: unknown) => console.error("could not interrupt the turn of an A2A task", error));
+    const user = this.sql.exec<{ user_id: string }>("SELECT user_id FROM context_user").toArray()[0];
+    if (!requestId || !context || !user) return;
+    await this.env.CONVERSATION.getByName(context.conversation_id)
+      .interrupt(requestId, user.user_id)
+      .catch((error: unknown) => log.error("could not interrupt the turn of an A2A task", error));
   }
 }
 

@@ -1,215 +1,369 @@
-// One ConversationDO per conversation (named by its normalized id). It is the single writer of the
-// conversation's history and serializes its turns: a turn begins only when the previous one has
-// completed, so concurrent questions are answered in order, none lost and none interleaved. The
-// Worker serving a turn holds a control stream from here, through which an interrupt reaches it.
+// The state of one conversation (DESIGN: one Durable Object per conversation, named by its
+// normalized id): its owner, its history, the order of its turns, the turns running now, and the
+// outbox that feeds the record store. This class is the mechanism; worker/turn/conversation-runner.ts
+// extends it with what a turn does (the backend call, tools, quotas), so nothing here depends on the
+// layers above it.
+//
+// - Order: turns run one at a time, first come first served, each holding the conversation until
+//   it has really ended (completed, interrupted, timed out, failed, or the object restarted), never
+//   on a lease.
+// - Durability: a turn is committed (its rows and what must follow it, in one transaction) before
+//   its last event is sent. A running turn leaves a marker; an object that restarts mid-turn records
+//   that turn as incomplete and carries out what the marker says must follow (quota settlement).
+// - The outbox: work after a turn that must happen but not on the client's wait path (the record
+//   store, quota settlement, transcripts) is stored with the turn and delivered from here, retried
+//   with backoff (alarm) until it succeeds. Entries are idempotent, so a delivery that succeeded but
+//   was not acknowledged may simply run again. Snapshot entries with a key replace their
+//   predecessor (the conversation record is always written whole, latest state wins).
+// - Size: a SQLite value holds at most 2 MB, so a turn's data is stored in chunks.
 import { DurableObject } from "cloudflare:workers";
-import { turnHistory } from "./conversation-history.ts";
+import { turnHistory, utf8Bytes, type Item, type StoredTurn, type TurnStatus, type TurnSummary } from "../worker/domain/conversation.ts";
+import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest } from "../worker/domain/mcp.ts";
+import { log } from "../worker/log.ts";
 
-export type TurnStatus = "completed" | "incomplete" | "interrupted" | "blocked" | "failed";
-
-/** A backend input or output item (a message, a tool call, ...): plain JSON data. */
-export type Item = Record<string, unknown>;
-
-export interface TurnSummary {
-  /** The user's question text (as the conversation views show it). */
-  user: string;
-  /** The answer text. */
-  assistant: string;
-  tool_calls: Item[];
-  tool_results: Item[];
+/** Work that follows a turn, delivered by the subclass (see `deliver`). */
+export interface OutboxEntry {
+  kind: string;
+  payload: unknown;
+  /** Entries with the same key replace one another while undelivered (snapshots). */
+  key?: string;
 }
 
-export interface StoredTurn {
-  turnNumber: number;
+/** What a running turn leaves behind, so that a restart can record it and finish its business. */
+export interface RunningTurn {
   requestId: string;
-  status: TurnStatus;
+  userId: string;
+  startedAt: string;
   provider: string;
   model: string;
-  responseId: string | null;
-  startedAt: string;
-  completedAt: string;
-  /** Backend input items this turn added (the user's message, attachments, tool outputs). */
   input: Item[];
-  /** Backend output items of this turn, replayed as input to later turns. */
-  output: Item[];
-  summary: TurnSummary;
+  userText: string;
+  /** What must follow this turn if the object restarts before it ends. */
+  afterwards: OutboxEntry[];
 }
 
-export type TurnOutcome = Omit<StoredTurn, "turnNumber" | "requestId" | "startedAt">;
+export type ConversationAccess = "ok" | "not_found" | "forbidden";
 
-export type BeginResult =
-  | {
-      ok: true;
-      startedAt: string;
-      /** Earlier turns as backend input items, oldest first. */
-      history: Item[];
-      /** The model and provider of the last turn that was answered, if any. */
-      lastUsed: { model: string; provider: string } | null;
-      /** Carries an interrupt to the Worker serving the turn; only when the request asked for one. */
-      control: ReadableStream<Uint8Array> | null;
-    }
-  | { ok: false; reason: "not_found" | "forbidden" };
-
-export interface BeginRequest {
+/** A gated tool call to record with the turn that asked for it. */
+export interface NewApproval {
+  request: ApprovalRequest;
   userId: string;
-  requestId: string;
-  /** A new conversation may be created by this turn; an existing one must already belong to userId. */
-  create: boolean;
-  /** Turns copied from another conversation when a responses request forks it. */
-  seed?: StoredTurn[];
-  /** How long the turn may hold the conversation if its Worker never reports back (it crashed). */
-  leaseMs: number;
-  /** Whether the turn can be interrupted, and so needs a control stream. */
-  interruptible: boolean;
+  /** Pending until then (epoch ms), expired after. */
+  expiresAt: number;
+  /** How long it is kept once decided or expired, in ms. */
+  retainMs: number;
 }
 
-/** Message written on a turn's control stream when the turn must stop. */
-export const INTERRUPT_SIGNAL = "interrupt\n";
+/** The approvals a turn answers, usable; or why one of them is not. */
+export type ApprovalCheck =
+  | { ok: true; decisions: ApprovalDecision[] }
+  | { ok: false; id: string; reason: "not_found" | "decided" | "stale" };
 
-interface ActiveTurn {
-  requestId: string;
-  startedAt: string;
-  control: WritableStreamDefaultWriter<Uint8Array> | null;
-  release: () => void;
-  lease: ReturnType<typeof setTimeout>;
+/** The approvals a committed turn changes. */
+export interface ApprovalChanges {
+  /** Gated calls of this turn, now pending. */
+  created: NewApproval[];
+  /** Approvals this turn answered: decided and used up, a later answer to them is refused. */
+  answered: ApprovalAnswer[];
 }
 
-export class ConversationDO extends DurableObject<Env> {
-  private readonly sql: SqlStorage;
+type ApprovalRow = {
+  id: string;
+  user_id: string;
+  turn_request_id: string;
+  request: string;
+  status: "pending" | "approved" | "denied" | "expired";
+  reason: string | null;
+  outcome: string | null;
+  consumed_by: string | null;
+  expires_at: number;
+  retain_ms: number;
+};
+
+/** Stored JSON values are cut into chunks of this many UTF-16 units (at most 1.5 MB of UTF-8 each). */
+const CHUNK_UNITS = 512 * 1024;
+/**
+ * Snapshots (keyed entries: the conversation's record) wait this long before delivery, so that the
+ * turns of a busy conversation cost one record write between them, not one each (the list views'
+ * lag). Other entries (quota settlement, token history, transcripts) go at once.
+ */
+const SNAPSHOT_DELAY_MS = 1_000;
+/** Outbox retries: 1 s, doubling, at most 5 minutes apart. */
+const RETRY_FIRST_MS = 1_000;
+const RETRY_MAX_MS = 300_000;
+/** A wake further off than this is left to the alarm (timers are for the object's lifetime). */
+const MAX_TIMER_MS = 3_600_000;
+/** Entries delivered together at most. */
+const OUTBOX_BATCH = 50;
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS turns (
+    turn_number INTEGER PRIMARY KEY,
+    request_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    response_id TEXT,
+    started_at TEXT NOT NULL,
+    completed_at TEXT NOT NULL,
+    input TEXT NOT NULL,
+    output TEXT NOT NULL,
+    summary TEXT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, seq INTEGER NOT NULL, chunk TEXT NOT NULL, PRIMARY KEY (key, seq));
+  CREATE TABLE IF NOT EXISTS running_turns (request_id TEXT PRIMARY KEY, data TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    turn_request_id TEXT NOT NULL,
+    request TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    outcome TEXT,
+    consumed_by TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    retain_ms INTEGER NOT NULL,
+    decided_at INTEGER,
+    remove_at INTEGER
+  );
+  CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT UNIQUE,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at INTEGER NOT NULL DEFAULT 0
+  );`;
+// Schema versions: 1 kept each turn's JSON in its row (input, output, summary); 2 keeps it in
+// chunked blobs (those columns are '') and adds running turns and the outbox. Version 1 rows are
+// read as they are.
+const SCHEMA_VERSION = "2";
+
+type TurnRow = Record<string, string | number | null>;
+
+export abstract class ConversationDurableObject extends DurableObject<Env> {
+  protected readonly sql: SqlStorage;
   private tail: Promise<void> = Promise.resolve();
-  // What storage holds, kept in memory once read: every turn reads the whole history, and parsing
-  // it from SQLite on each turn made turns slower as conversations grew.
+  // What storage holds, kept in memory once read: every turn replays the whole history.
   private cachedOwner: string | null | undefined;
+  private cachedMeta: Map<string, string> | null = null;
   private cachedTurns: StoredTurn[] | null = null;
   private cachedHistory: Item[] | null = null;
-  /** Running turns by request id (more than one only after a lease ran out). */
-  private readonly active = new Map<string, ActiveTurn>();
+  private cachedHistoryBytes: number | null = null;
+  /** Turns running now, by request id: who may interrupt them, and how. */
+  private readonly active = new Map<string, { userId: string; abort: AbortController }>();
+  private flushing: Promise<void> | null = null;
+  private flushAgain = false;
+  /** When a timer will wake this object (snapshots, retries, approvals); null when none is set. */
+  private wakeTimerAt: number | null = null;
+  /** The alarm this object knows it has set (the safety net if it is evicted before its timer). */
+  private alarmAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
-    this.sql.exec(`
-      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS turns (
-        turn_number INTEGER PRIMARY KEY,
-        request_id TEXT NOT NULL,
-        status TEXT NOT NULL,
-        provider TEXT NOT NULL,
-        model TEXT NOT NULL,
-        response_id TEXT,
-        started_at TEXT NOT NULL,
-        completed_at TEXT NOT NULL,
-        input TEXT NOT NULL,
-        output TEXT NOT NULL,
-        summary TEXT NOT NULL
-      );`);
+    this.sql.exec(SCHEMA);
+    this.sql.exec("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SCHEMA_VERSION);
+    // After the subclass's constructor has run too: recovery delivers through it.
+    void ctx.blockConcurrencyWhile(async () => {
+      await null;
+      this.recoverAbandonedTurns();
+    });
   }
 
-  /** Waits until every earlier turn has completed, then hands out the history and a control stream. */
-  async beginTurn(request: BeginRequest): Promise<BeginResult> {
-    const owner = this.owner();
-    if (owner === null && !request.create) return { ok: false, reason: "not_found" };
-    if (owner !== null && owner !== request.userId) return { ok: false, reason: "forbidden" };
-    if (owner === null) {
-      this.sql.exec("INSERT INTO meta (key, value) VALUES ('owner', ?)", request.userId);
-      this.cachedOwner = request.userId;
-      for (const turn of request.seed ?? []) this.insertTurn(turn);
-    }
+  /** Carries out outbox entries: throws when they must be tried again later. */
+  protected abstract deliver(entries: OutboxEntry[]): Promise<void>;
 
+  // -------------------------------------------------------------------------------------------
+  // Owner and access
+  // -------------------------------------------------------------------------------------------
+
+  protected owner(): string | null {
+    if (this.cachedOwner === undefined) this.cachedOwner = this.meta("owner");
+    return this.cachedOwner;
+  }
+
+  /** Whether `userId` may use this conversation; `others` lets a user reach other users' ones. */
+  protected access(userId: string, others = false): ConversationAccess {
+    const owner = this.owner();
+    if (owner === null) return "not_found";
+    return owner === userId || others ? "ok" : "forbidden";
+  }
+
+  /** Creates the conversation for `userId`, seeded with turns copied from another (a fork). */
+  protected create(userId: string, seed: StoredTurn[] = []): void {
+    try {
+      this.ctx.storage.transactionSync(() => {
+        this.setMeta("owner", userId);
+        this.setMeta("created_at", new Date().toISOString());
+        for (const turn of seed) this.insertTurn(turn);
+      });
+    } catch (error) {
+      // Rolled back: what was kept in memory meanwhile is read again from storage.
+      this.cachedMeta = null;
+      this.cachedTurns = null;
+      this.cachedHistory = null;
+      this.cachedHistoryBytes = null;
+      throw error;
+    }
+    this.cachedOwner = userId;
+  }
+
+  /** The conversation's small facts (owner, creation time, topic, summary), all read once and kept. */
+  protected meta(key: string): string | null {
+    this.cachedMeta ??= new Map(this.sql.exec<{ key: string; value: string }>("SELECT key, value FROM meta").toArray().map((row) => [row.key, row.value]));
+    return this.cachedMeta.get(key) ?? null;
+  }
+
+  protected setMeta(key: string, value: string): void {
+    this.sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", key, value);
+    this.cachedMeta?.set(key, value);
+  }
+
+  /** When the conversation began (conversations of schema 1 did not record it: their first turn). */
+  protected createdAt(): string {
+    return this.meta("created_at") ?? this.turns()[0]?.startedAt ?? new Date().toISOString();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Order of turns
+  // -------------------------------------------------------------------------------------------
+
+  /** Waits until every earlier turn has ended; the returned function lets the next one begin. */
+  protected async takeTurn(): Promise<() => void> {
     const previous = this.tail;
     let release!: () => void;
     this.tail = new Promise<void>((resolve) => (release = resolve));
     await previous;
-
-    const startedAt = new Date().toISOString();
-    const channel = request.interruptible ? new TransformStream<Uint8Array, Uint8Array>() : null;
-    this.active.set(request.requestId, {
-      requestId: request.requestId,
-      startedAt,
-      control: channel?.writable.getWriter() ?? null,
-      release,
-      lease: setTimeout(() => this.finish(request.requestId), request.leaseMs),
-    });
-    return { ok: true, startedAt, history: this.historyItems(), lastUsed: this.lastUsed(), control: channel?.readable ?? null };
+    return release;
   }
 
   /**
-   * Records the turn (whatever its status) and lets the next one begin. Turns are numbered as they
-   * are recorded: one whose lease ran out is still kept, after the turns that went on without it.
-   * False when the conversation was deleted meanwhile.
+   * A turn is running: recorded so that an interrupt finds it and a restart finishes it. One row; a
+   * question too large for it keeps its text only (the restart records that).
    */
-  async completeTurn(requestId: string, outcome: TurnOutcome): Promise<boolean> {
-    const turn = this.active.get(requestId);
-    // Deleted while the turn ran: nothing is recorded, and the caller must not recreate its record.
-    if (this.owner() === null) return false;
-    this.insertTurn({ ...outcome, turnNumber: this.nextTurnNumber(), requestId, startedAt: turn?.startedAt ?? outcome.completedAt });
-    this.finish(requestId);
-    return true;
+  protected startRunning(turn: RunningTurn, abort: AbortController): void {
+    this.active.set(turn.requestId, { userId: turn.userId, abort });
+    let data = JSON.stringify(turn);
+    if (data.length > CHUNK_UNITS) data = JSON.stringify({ ...turn, input: [{ type: "message", role: "user", content: turn.userText.slice(0, CHUNK_UNITS / 4) }] });
+    this.sql.exec("INSERT OR REPLACE INTO running_turns (request_id, data) VALUES (?, ?)", turn.requestId, data);
   }
 
-  /** Lets the next turn begin without recording this one (its backend call never started). */
-  async abandonTurn(requestId: string): Promise<void> {
-    this.finish(requestId);
-  }
-
-  /** Ends a running turn by its request id; false when no such turn is running here. */
-  async interrupt(requestId: string): Promise<boolean> {
-    const turn = this.active.get(requestId);
-    if (!turn?.control) return false;
-    await turn.control.write(new TextEncoder().encode(INTERRUPT_SIGNAL)).catch(() => undefined);
-    return true;
-  }
-
-  /** The whole history, oldest first; null when the conversation does not exist or is not userId's. */
-  async history(userId: string): Promise<StoredTurn[] | null> {
-    return this.owner() === userId ? this.turns() : null;
-  }
-
-  /** Removes every trace of the conversation. */
-  async destroy(): Promise<void> {
-    for (const requestId of [...this.active.keys()]) this.finish(requestId);
-    await this.ctx.storage.deleteAll();
-    this.cachedOwner = null;
-    this.cachedTurns = [];
-    this.cachedHistory = [];
-  }
-
-  private finish(requestId: string): void {
-    const turn = this.active.get(requestId);
-    if (!turn) return;
+  /** Ends a running turn without recording it (it never reached the backend). */
+  protected abandonRunning(requestId: string, afterwards: OutboxEntry[] = []): void {
     this.active.delete(requestId);
-    clearTimeout(turn.lease);
-    turn.control?.close().catch(() => undefined);
-    turn.release();
+    this.ctx.storage.transactionSync(() => {
+      this.clearRunning(requestId);
+      this.addToOutbox(afterwards);
+    });
+    this.deliverSoon(afterwards);
   }
 
-  private owner(): string | null {
-    if (this.cachedOwner === undefined) {
-      const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").toArray()[0];
-      this.cachedOwner = row?.value ?? null;
+  /**
+   * Records a finished turn (whatever its status) with the work that must follow it, in one
+   * transaction, and ends its running marker. False when the conversation was deleted meanwhile:
+   * nothing is recorded then (what must follow still is, e.g. quota settlement).
+   */
+  protected commitTurn(turn: Omit<StoredTurn, "turnNumber">, afterwards: OutboxEntry[], approvals?: ApprovalChanges): StoredTurn | null {
+    this.active.delete(turn.requestId);
+    const exists = this.owner() !== null;
+    const stored: StoredTurn = { ...turn, turnNumber: this.nextTurnNumber() };
+    const kept = exists ? afterwards : afterwards.filter((entry) => !entry.key);
+    this.ctx.storage.transactionSync(() => {
+      this.clearRunning(turn.requestId);
+      if (exists) {
+        this.insertTurn(stored);
+        if (approvals) this.recordApprovals(turn.requestId, approvals);
+      }
+      this.addToOutbox(kept);
+    });
+    this.deliverSoon(kept);
+    if (exists && approvals && (approvals.created.length > 0 || approvals.answered.length > 0)) this.scheduleApprovalWake();
+    return exists ? stored : null;
+  }
+
+  /** Ends a running turn by its request id; whether it ran here and the caller may stop it. */
+  protected interruptRunning(requestId: string, userId: string, reason: string): ConversationAccess {
+    const turn = this.active.get(requestId);
+    if (!turn) return "not_found";
+    if (turn.userId !== userId) return "forbidden";
+    turn.abort.abort(reason);
+    return "ok";
+  }
+
+  /**
+   * After a restart, turns that were running are recorded as incomplete (their answer, if any, was
+   * lost with the object's memory) and what had to follow them is carried out.
+   */
+  private recoverAbandonedTurns(): void {
+    const abandoned = this.sql.exec<{ data: string }>("SELECT data FROM running_turns").toArray();
+    for (const { data } of abandoned) {
+      const turn = JSON.parse(data) as RunningTurn;
+      log.warn(`conversation turn ${turn.requestId} was running when its Durable Object restarted; recorded as incomplete`);
+      this.commitTurn(
+        {
+          requestId: turn.requestId,
+          status: "incomplete",
+          provider: turn.provider,
+          model: turn.model,
+          responseId: null,
+          startedAt: turn.startedAt,
+          completedAt: new Date().toISOString(),
+          input: turn.input,
+          output: [],
+          summary: { user: turn.userText, assistant: "", tool_calls: [], tool_results: [] },
+        },
+        turn.afterwards,
+      );
     }
-    return this.cachedOwner;
+    if (this.sql.exec("SELECT 1 FROM outbox LIMIT 1").toArray().length > 0) this.flushOutbox();
+  }
+
+  private clearRunning(requestId: string): void {
+    this.sql.exec("DELETE FROM running_turns WHERE request_id = ?", requestId);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // History
+  // -------------------------------------------------------------------------------------------
+
+  protected turns(): StoredTurn[] {
+    this.cachedTurns ??= this.sql
+      .exec<TurnRow>("SELECT * FROM turns ORDER BY turn_number")
+      .toArray()
+      .map((row) => this.turnFromRow(row));
+    return this.cachedTurns;
+  }
+
+  /** Earlier turns as backend input items, oldest first. */
+  protected historyItems(): Item[] {
+    this.cachedHistory ??= this.turns().flatMap(turnHistory);
+    return this.cachedHistory;
+  }
+
+  /** The size of the history as JSON, for the turn's token estimate (kept, not recounted per turn). */
+  protected historyBytes(): number {
+    this.cachedHistoryBytes ??= utf8Bytes(JSON.stringify(this.historyItems()));
+    return this.cachedHistoryBytes;
+  }
+
+  /** The model and provider of the last turn that was answered, if any. */
+  protected lastUsed(): { model: string; provider: string } | null {
+    const last = this.turns().findLast((turn) => turn.status !== "failed");
+    return last ? { model: last.model, provider: last.provider } : null;
   }
 
   private nextTurnNumber(): number {
     return (this.turns().at(-1)?.turnNumber ?? 0) + 1;
   }
 
-  private historyItems(): Item[] {
-    this.cachedHistory ??= this.turns().flatMap(turnHistory);
-    return this.cachedHistory;
-  }
-
-  private lastUsed(): { model: string; provider: string } | null {
-    const last = this.turns().findLast((turn) => turn.status !== "failed");
-    return last ? { model: last.model, provider: last.provider } : null;
-  }
-
   private insertTurn(turn: StoredTurn): void {
     const turns = this.turns();
     this.sql.exec(
       `INSERT INTO turns (turn_number, request_id, status, provider, model, response_id, started_at, completed_at, input, output, summary)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
       turn.turnNumber,
       turn.requestId,
       turn.status,
@@ -218,44 +372,300 @@ export class ConversationDO extends DurableObject<Env> {
       turn.responseId,
       turn.startedAt,
       turn.completedAt,
-      JSON.stringify(turn.input),
-      JSON.stringify(turn.output),
-      JSON.stringify(turn.summary),
     );
+    this.writeBlob(`turn:${turn.turnNumber}`, { input: turn.input, output: turn.output, summary: turn.summary });
     // Numbers only grow (seeds arrive in order before any turn), so appending keeps the order.
     turns.push(turn);
-    this.cachedHistory?.push(...turnHistory(turn));
+    const added = turnHistory(turn);
+    this.cachedHistory?.push(...added);
+    if (this.cachedHistoryBytes !== null && added.length > 0) this.cachedHistoryBytes += utf8Bytes(JSON.stringify(added)) + 1;
   }
 
-  private turns(): StoredTurn[] {
-    this.cachedTurns ??= this.sql
-      .exec<Record<string, string | number | null>>("SELECT * FROM turns ORDER BY turn_number")
-      .toArray()
-      .map((row) => ({
-        turnNumber: Number(row.turn_number),
-        requestId: String(row.request_id),
-        status: row.status as TurnStatus,
-        provider: String(row.provider),
-        model: String(row.model),
-        responseId: row.response_id === null ? null : String(row.response_id),
-        startedAt: String(row.started_at),
-        completedAt: String(row.completed_at),
-        input: JSON.parse(String(row.input)) as Item[],
-        output: JSON.parse(String(row.output)) as Item[],
-        summary: JSON.parse(String(row.summary)) as TurnSummary,
-      }));
-    return this.cachedTurns;
+  private turnFromRow(row: TurnRow): StoredTurn {
+    const turnNumber = Number(row.turn_number);
+    const data =
+      row.input === ""
+        ? (this.readBlob<{ input: Item[]; output: Item[]; summary: TurnSummary }>(`turn:${turnNumber}`) ?? { input: [], output: [], summary: { user: "", assistant: "", tool_calls: [], tool_results: [] } })
+        : { input: JSON.parse(String(row.input)) as Item[], output: JSON.parse(String(row.output)) as Item[], summary: JSON.parse(String(row.summary)) as TurnSummary };
+    return {
+      turnNumber,
+      requestId: String(row.request_id),
+      status: row.status as TurnStatus,
+      provider: String(row.provider),
+      model: String(row.model),
+      responseId: row.response_id === null ? null : String(row.response_id),
+      startedAt: String(row.started_at),
+      completedAt: String(row.completed_at),
+      ...data,
+    };
   }
-}
 
-/** The RPC surface of ConversationDO as callers use it. */
-export type ConversationApi = Pick<ConversationDO, "beginTurn" | "completeTurn" | "abandonTurn" | "interrupt" | "history" | "destroy">;
+  // -------------------------------------------------------------------------------------------
+  // Approvals of tool calls
+  // -------------------------------------------------------------------------------------------
+  //
+  // A gated call is recorded as pending with the turn that asked for it, in that turn's commit.
+  // It is answered here, where the conversation's state lives. Turns of a conversation run one at
+  // a time, so an answer is checked and used up by one turn before the next looks at it: the same
+  // answer sent twice at once, or to two instances, is used once. An approved call is claimed
+  // just before it runs and its result kept the moment it has run, so it never runs twice: a turn
+  // that used it but failed afterwards can be sent again and gets that result; a call whose result
+  // was lost with the object (it may have run) is not run again. Pending approvals expire at their
+  // time-out; used and expired ones are removed after their retention, both by this object's alarm.
 
-/**
- * The stub of one conversation. Workers' RPC stub types map every field through a serializability
- * check that turns the plain-JSON item objects (typed `unknown` inside) into `never`; they are plain
- * JSON at run time, so the stub is typed by the class's own method signatures instead.
- */
-export function conversationStub(namespace: DurableObjectNamespace<ConversationDO>, conversationId: string): ConversationApi {
-  return namespace.getByName(conversationId) as unknown as ConversationApi;
+  /**
+   * Checks the approvals a turn answers, all or none: each must be this user's, unexpired, not used
+   * by a committed turn, and asked for by the conversation's latest turn.
+   */
+  protected checkApprovals(answers: ApprovalAnswer[], userId: string, now = Date.now()): ApprovalCheck {
+    this.sweepApprovals(now);
+    const latest = this.turns().findLast((turn) => turn.status !== "failed")?.requestId ?? null;
+    const decisions: ApprovalDecision[] = [];
+    for (const answer of answers) {
+      const row = this.sql.exec<ApprovalRow>("SELECT * FROM approvals WHERE id = ?", answer.id).toArray()[0];
+      if (!row || row.user_id !== userId || row.status === "expired") return { ok: false, id: answer.id, reason: "not_found" };
+      // Used by a committed turn; or claimed, and then either lost (it may have run) or run (it can no longer be denied).
+      if (row.consumed_by !== null || (row.status === "approved" && (row.outcome === null || !answer.approve))) return { ok: false, id: answer.id, reason: "decided" };
+      if (row.turn_request_id !== latest) return { ok: false, id: answer.id, reason: "stale" };
+      decisions.push({
+        request: JSON.parse(row.request) as ApprovalRequest,
+        approve: answer.approve,
+        reason: answer.reason,
+        outcome: row.outcome === null ? null : (JSON.parse(row.outcome) as Item),
+      });
+    }
+    return { ok: true, decisions };
+  }
+
+  /** An approved call is about to run: from now on it is never run again. */
+  protected claimApproval(id: string, now = Date.now()): void {
+    this.sql.exec("UPDATE approvals SET status = 'approved', decided_at = ?, remove_at = ? + retain_ms WHERE id = ?", now, now, id);
+  }
+
+  /** An approved call has run: its result is kept with the approval at once. */
+  protected keepApprovalOutcome(id: string, outcome: Item): void {
+    this.sql.exec("UPDATE approvals SET outcome = ? WHERE id = ?", JSON.stringify(outcome), id);
+  }
+
+  private recordApprovals(turnRequestId: string, changes: ApprovalChanges): void {
+    const now = Date.now();
+    for (const approval of changes.created) {
+      this.sql.exec(
+        "INSERT INTO approvals (id, user_id, turn_request_id, request, status, created_at, expires_at, retain_ms) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
+        approval.request.id,
+        approval.userId,
+        turnRequestId,
+        JSON.stringify(approval.request),
+        now,
+        approval.expiresAt,
+        approval.retainMs,
+      );
+    }
+    for (const answer of changes.answered) {
+      this.sql.exec(
+        `UPDATE approvals SET status = ?, reason = ?, consumed_by = ?, decided_at = COALESCE(decided_at, ?), remove_at = COALESCE(decided_at, ?) + retain_ms WHERE id = ?`,
+        answer.approve ? "approved" : "denied",
+        answer.reason,
+        turnRequestId,
+        now,
+        now,
+        answer.id,
+      );
+    }
+  }
+
+  /** Expires what has waited too long and removes what has been kept long enough. */
+  private sweepApprovals(now = Date.now()): void {
+    this.sql.exec("UPDATE approvals SET status = 'expired', decided_at = expires_at, remove_at = expires_at + retain_ms WHERE status = 'pending' AND expires_at <= ?", now);
+    this.sql.exec("DELETE FROM approvals WHERE remove_at IS NOT NULL AND remove_at <= ?", now);
+    this.scheduleApprovalWake();
+  }
+
+  private scheduleApprovalWake(): void {
+    const next = this.sql
+      .exec<{ next: number | null }>("SELECT MIN(CASE WHEN status = 'pending' THEN expires_at ELSE remove_at END) AS next FROM approvals")
+      .one().next;
+    if (next !== null) this.wakeAt(next).catch((error: unknown) => log.error("conversation approvals: could not schedule their expiry", error));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Deleting
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Removes the conversation: its owner, history and record snapshot. Running turns are stopped
+   * (they record nothing), and an outbox delivery under way finishes first, so that nothing it
+   * writes can bring the conversation's record back after the caller has removed it; later
+   * deliveries skip snapshots of a conversation that no longer exists. What must follow turns
+   * regardless (quota settlement, token history, transcripts) stays and is still delivered.
+   */
+  protected async erase(): Promise<void> {
+    for (const turn of this.active.values()) turn.abort.abort("the conversation was deleted");
+    this.cachedOwner = null;
+    await this.flushing;
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec("DELETE FROM turns");
+      this.sql.exec("DELETE FROM blobs WHERE key LIKE 'turn:%'");
+      this.sql.exec("DELETE FROM meta WHERE key <> 'schema_version'");
+      this.sql.exec("DELETE FROM outbox WHERE key IS NOT NULL");
+      this.sql.exec("DELETE FROM approvals");
+    });
+    this.cachedOwner = null;
+    this.cachedMeta = null;
+    this.cachedTurns = [];
+    this.cachedHistory = [];
+    this.cachedHistoryBytes = 0;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Outbox
+  // -------------------------------------------------------------------------------------------
+
+  /** Stores work that must follow and sees to its delivery. */
+  protected enqueue(entries: OutboxEntry[]): void {
+    this.addToOutbox(entries);
+    this.deliverSoon(entries);
+  }
+
+  /**
+   * Stores work that must follow and delivers it before returning (a change the caller made
+   * explicitly, such as a new topic summary, shows in the lists at once); a failed delivery is
+   * retried as usual.
+   */
+  protected async enqueueNow(entries: OutboxEntry[]): Promise<void> {
+    this.addToOutbox(entries, true);
+    this.flushOutbox();
+    await this.flushing;
+  }
+
+  /** Entries just stored go out now, snapshots once their delay has passed. */
+  private deliverSoon(entries: OutboxEntry[]): void {
+    if (entries.some((entry) => !entry.key)) this.flushOutbox();
+    else if (entries.length > 0 && !this.flushing && (this.wakeTimerAt === null || this.wakeTimerAt > Date.now() + SNAPSHOT_DELAY_MS)) {
+      this.wakeAt(Date.now() + SNAPSHOT_DELAY_MS).catch((error: unknown) => log.error("conversation outbox: could not schedule its delivery", error));
+    }
+  }
+
+  private addToOutbox(entries: OutboxEntry[], now = false): void {
+    for (const entry of entries) {
+      const payload = JSON.stringify(entry.payload);
+      if (entry.key) {
+        // A newer snapshot takes the place of the waiting one, keeping its delivery time (so that a
+        // busy conversation's record is not put off forever) unless it is wanted sooner.
+        this.sql.exec(
+          "INSERT INTO outbox (key, kind, payload, next_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, kind = excluded.kind, next_at = MIN(outbox.next_at, excluded.next_at)",
+          entry.key,
+          entry.kind,
+          payload,
+          now ? 0 : Date.now() + SNAPSHOT_DELAY_MS,
+        );
+      } else {
+        this.sql.exec("INSERT INTO outbox (kind, payload) VALUES (?, ?)", entry.kind, payload);
+      }
+    }
+  }
+
+  /** Delivers what is due now, in order; runs again when entries arrive during a delivery. */
+  protected flushOutbox(): void {
+    if (this.flushing) {
+      this.flushAgain = true;
+      return;
+    }
+    this.flushing = this.deliverDue().finally(() => {
+      this.flushing = null;
+      if (this.flushAgain) {
+        this.flushAgain = false;
+        this.flushOutbox();
+      }
+    });
+  }
+
+  private async deliverDue(): Promise<void> {
+    for (;;) {
+      const rows = this.sql
+        .exec<{ id: number; key: string | null; kind: string; payload: string; attempts: number }>(
+          "SELECT id, key, kind, payload, attempts FROM outbox WHERE next_at <= ? ORDER BY id LIMIT ?",
+          Date.now(),
+          OUTBOX_BATCH,
+        )
+        .toArray();
+      if (rows.length === 0) break;
+      if (this.owner() === null) {
+        // Deleted: its snapshots describe a conversation that must not reappear.
+        for (const row of rows) if (row.key) this.sql.exec("DELETE FROM outbox WHERE id = ?", row.id);
+        rows.splice(0, rows.length, ...rows.filter((row) => !row.key));
+        if (rows.length === 0) continue;
+      }
+      const entries = rows.map((row) => ({ kind: row.kind, payload: JSON.parse(row.payload) as unknown, ...(row.key ? { key: row.key } : {}) }));
+      try {
+        await this.deliver(entries);
+      } catch (error) {
+        const attempts = Math.max(...rows.map((row) => row.attempts)) + 1;
+        const delay = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** (attempts - 1));
+        log.error(`conversation outbox: delivery failed (attempt ${attempts}), retrying in ${delay / 1000} s`, error);
+        for (const row of rows) this.sql.exec("UPDATE outbox SET attempts = ?, next_at = ? WHERE id = ?", attempts, Date.now() + delay, row.id);
+        break;
+      }
+      // A snapshot replaced while it was being delivered is still due (its payload is newer).
+      for (const row of rows) this.sql.exec("DELETE FROM outbox WHERE id = ? AND payload = ?", row.id, row.payload);
+    }
+    const next = this.sql.exec<{ next: number | null }>("SELECT MIN(next_at) AS next FROM outbox").one().next;
+    if (next !== null) await this.wakeAt(next);
+  }
+
+  /**
+   * Wakes this object at `at` (the outbox's next delivery, an approval's expiry): by a timer while
+   * it lives, by its alarm if it does not. A wake does whatever is due then.
+   */
+  private async wakeAt(at: number): Promise<void> {
+    const when = Math.max(at, Date.now() + 10);
+    // Far-off wakes (a retention of days) are the alarm's alone.
+    if (when - Date.now() <= MAX_TIMER_MS && (this.wakeTimerAt === null || when < this.wakeTimerAt)) {
+      this.wakeTimerAt = when;
+      setTimeout(() => {
+        this.wakeTimerAt = null;
+        this.wake();
+      }, when - Date.now());
+    }
+    // After a restart the alarm already set is not known in memory: never put it off.
+    this.alarmAt ??= await this.ctx.storage.getAlarm();
+    if (this.alarmAt === null || when < this.alarmAt) {
+      this.alarmAt = when;
+      await this.ctx.storage.setAlarm(when);
+    }
+  }
+
+  private wake(): void {
+    this.sweepApprovals();
+    this.flushOutbox();
+  }
+
+  override async alarm(): Promise<void> {
+    this.alarmAt = null;
+    this.wake();
+    await this.flushing;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Chunked JSON values
+  // -------------------------------------------------------------------------------------------
+
+  /** Stores a JSON value under a new key, in chunks. */
+  private writeBlob(key: string, value: unknown): void {
+    const text = JSON.stringify(value);
+    let seq = 0;
+    for (let start = 0; start < text.length; seq++) {
+      let end = Math.min(text.length, start + CHUNK_UNITS);
+      // Never between the two halves of a surrogate pair: SQLite stores UTF-8, where half a pair is lost.
+      if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1]!)) end -= 1;
+      this.sql.exec("INSERT INTO blobs (key, seq, chunk) VALUES (?, ?, ?)", key, seq, text.slice(start, end));
+      start = end;
+    }
+  }
+
+  private readBlob<T>(key: string): T | null {
+    const chunks = this.sql.exec<{ chunk: string }>("SELECT chunk FROM blobs WHERE key = ? ORDER BY seq", key).toArray();
+    return chunks.length === 0 ? null : (JSON.parse(chunks.map((row) => row.chunk).join("")) as T);
+  }
+
 }

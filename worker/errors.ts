@@ -1,6 +1,7 @@
 // The error catalogue: every HTTP error the gateway returns is an ApiError rendered by renderError,
 // in SPEC's envelope {"detail": {"response", "cause"}}. Nothing else formats errors.
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { scrub } from "./log.ts";
 
 export class ApiError extends Error {
   readonly status: ContentfulStatusCode;
@@ -8,12 +9,13 @@ export class ApiError extends Error {
   override readonly cause: string;
   readonly headers: Record<string, string>;
 
+  /** Texts may quote what another service said; configured secrets are scrubbed from them here. */
   constructor(status: ContentfulStatusCode, response: string, cause: string, headers: Record<string, string> = {}) {
-    super(`${status} ${response}: ${cause}`);
+    super(`${status} ${scrub(response)}: ${scrub(cause)}`);
     this.name = "ApiError";
     this.status = status;
-    this.response = response;
-    this.cause = cause;
+    this.response = scrub(response);
+    this.cause = scrub(cause);
     this.headers = headers;
   }
 
@@ -50,7 +52,7 @@ export const errors = {
   modelOverrideForbidden: () =>
     new ApiError(
       403,
-      "This instance does not permit overriding model/provider in the query request (missing permission: MODEL_OVERRIDE). Please remove the model and provider fields from your request.",
+      "This instance does not permit overriding model/provider in the query request (missing permission: model_override). Please remove the model and provider fields from your request.",
       "User lacks model_override permission required to override model/provider.",
     ),
 
@@ -77,7 +79,16 @@ export const errors = {
     new ApiError(405, "Method not allowed", `${method} is not allowed on ${path}`),
 
   conflict: (response: string, cause: string) => new ApiError(409, response, cause),
-  promptTooLong: () => new ApiError(413, "Prompt is too long", "The prompt exceeds the maximum allowed length."),
+  /** An unknown, expired, other user's or other conversation's approval request. */
+  approvalNotFound: (id: string) =>
+    new ApiError(404, "Approval request not found", `Approval request with ID ${id} does not exist in this conversation, or it has expired`),
+  approvalDecided: (id: string) => new ApiError(409, "Approval request already decided", `Approval request with ID ${id} has already been answered`),
+  /** An approval sent to a fork, or answering a turn that is no longer the conversation's latest. */
+  approvalNotLatest: (id: string) =>
+    new ApiError(409, "Approval request is not for the latest turn", `Approval request with ID ${id} can only be answered by continuing the conversation from its latest response`),
+  promptTooLong: (cause = "The prompt exceeds the maximum allowed length.") => new ApiError(413, "Prompt is too long", cause),
+  conversationForbidden: (userId: string, conversationId: string) =>
+    new ApiError(403, "User does not have permission to perform this action", `User ${userId} does not have permission to read conversation with ID ${conversationId}`),
   fileTooLarge: (limit: number) => new ApiError(413, "File too large", `The file exceeds the maximum size of ${limit} bytes.`),
 
   quotaExceeded: (cause: string) => new ApiError(429, "The quota has been exceeded", cause),

@@ -1,38 +1,57 @@
 // Everything derived from the configuration, built once per isolate and per configuration text:
 // the validated config, files it names, the authenticator and the backend client. Building these
 // per request would re-parse YAML and re-create clients on the hot path.
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { createAuthenticator } from "./auth/index.ts";
+import { buildBackends, type Backends } from "./backends/providers.ts";
 import type { Authenticator } from "./auth/types.ts";
-import { parseConfig } from "./config/load.ts";
-import { isUnifiedRag, type Config } from "./config/schema.ts";
+import { inertSettings } from "./config/inert.ts";
+import { parseConfig, type ConfigProblem } from "./config/load.ts";
+import { isUnifiedRag, MCP_CREDENTIAL_KEYWORDS, type Config } from "./config/schema.ts";
 import { knowledgeSources } from "./rag/knowledge.ts";
 import { parseBooleanQuery } from "./rag/solr.ts";
+import { log, rememberSecrets } from "./log.ts";
 
 export interface Runtime {
   config: Config;
   authenticate: Authenticator;
+  /** The default backend's client (inference_backend): backends.default.client. */
   backend: OpenAI;
+  /** Every backend (inference_backend and providers with their own url), the APIs each serves. */
+  backends: Backends;
   /** The configured system prompt (customization.system_prompt or the file it names), if any. */
   systemPrompt: string | null;
   /** The custom profile's prompts by name (customization.custom_profile). */
   profilePrompts: Record<string, string>;
   /** Contents of customization.agent_card_path, parsed, when configured. */
   agentCardFile: unknown;
+  /** Values of the fields the schema declares secret (/v1/config hides them). */
+  secrets: string[];
+  /**
+   * Credentials held by the deployment, by the dotted path of the field naming them (see
+   * heldSecretFields): read from the bundled file the field names, or the field's own value when it
+   * was written as a `${env.NAME}` reference.
+   */
+  heldSecrets: ReadonlyMap<string, string>;
 }
 
-export type RuntimeResult = { ok: true; runtime: Runtime } | { ok: false; problems: string[] };
+export type RuntimeResult = { ok: true; runtime: Runtime } | { ok: false; problems: ConfigProblem[] };
 
 const BUNDLED_CONFIG = "parley.yaml";
 const FILES_ORIGIN = "http://config.invalid/";
 
-let cached: { key: string; result: Promise<RuntimeResult> } | null = null;
+// Only a finished build is kept: a request never waits on a build another request started, since
+// workerd ties that build's I/O (reading config files) to the request that began it. Requests that
+// arrive before the first build ends each build their own; the last one to finish is kept.
+let cached: { key: string; result: RuntimeResult } | null = null;
 
 /** The runtime for this environment; a configuration that fails to load is reported, never thrown. */
-export function loadRuntime(env: Env): Promise<RuntimeResult> {
+export async function loadRuntime(env: Env): Promise<RuntimeResult> {
   const key = env.PARLEY_CONFIG ?? "(bundled)";
-  if (cached?.key !== key) cached = { key, result: buildRuntime(env) };
-  return cached.result;
+  if (cached?.key === key) return cached.result;
+  const result = await buildRuntime(env);
+  cached = { key, result };
+  return result;
 }
 
 async function buildRuntime(env: Env): Promise<RuntimeResult> {
@@ -41,13 +60,14 @@ async function buildRuntime(env: Env): Promise<RuntimeResult> {
     const parsed = parseConfig(text, env);
     if (!parsed.ok) return report(parsed.problems);
     const config = parsed.config;
-    const problems: string[] = [];
+    rememberSecrets(parsed.secrets);
+    const problems: ConfigProblem[] = [];
     const read = async (field: string, path: string | undefined | null): Promise<string | null> => {
       if (!path) return null;
       try {
         return await readConfigFile(env, path);
       } catch (error) {
-        problems.push(`${field}: ${(error as Error).message}`);
+        problems.push({ path: field, message: (error as Error).message });
         return null;
       }
     };
@@ -60,41 +80,75 @@ async function buildRuntime(env: Env): Promise<RuntimeResult> {
       try {
         agentCardFile = (await import("yaml")).parse(cardText);
       } catch (error) {
-        problems.push(`customization.agent_card_path: ${(error as Error).message}`);
+        problems.push({ path: "customization.agent_card_path", message: (error as Error).message });
       }
     }
     const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
     if (chunkFilter) {
       const parsed = parseBooleanQuery(chunkFilter);
       const field = config.rag && isUnifiedRag(config.rag) ? "rag.okp.chunk_filter_query" : "portal.chunk_filter_query";
-      if (!parsed.ok) problems.push(`${field}: ${parsed.problem}`);
+      if (!parsed.ok) problems.push({ path: field, message: parsed.problem });
     }
-    if (problems.length) return report(problems);
-    const backendConfig = config.inference_backend;
-    const backend = new OpenAI({
-      baseURL: backendConfig.url,
-      apiKey: backendConfig.api_key ?? "not-needed",
-      timeout: backendConfig.timeout * 1000,
-      maxRetries: backendConfig.max_retries,
-    });
+    const heldSecrets = new Map<string, string>();
+    for (const { path, value } of heldSecretFields(config)) {
+      if (parsed.fromEnvironment.has(path)) {
+        heldSecrets.set(path, value);
+        continue;
+      }
+      try {
+        heldSecrets.set(path, (await readConfigFile(env, value)).trim());
+      } catch (error) {
+        problems.push({
+          path,
+          message: `${(error as Error).message}; ship the file under config/ or give the secret itself as \${env.NAME} (a Worker secret)`,
+        });
+      }
+    }
+    rememberSecrets(heldSecrets.values());
+    const built = buildBackends(config, env);
+    if (!built.ok) problems.push(...built.problems);
+    if (problems.length || !built.ok) return report(problems);
+    rememberSecrets(built.secrets);
+    const inert = inertSettings(config);
+    if (inert.length > 0) log.warn(`Configuration loaded; these settings have no effect in this release: ${inert.join(", ")}`);
+    for (const warning of built.warnings) log.warn(`Configuration loaded; ${warning}`);
     return {
       ok: true,
       runtime: {
         config,
         authenticate: createAuthenticator(config.authentication),
-        backend,
+        backend: built.backends.default.client,
+        backends: built.backends,
         systemPrompt: systemPrompt ?? null,
         profilePrompts,
         agentCardFile,
+        secrets: parsed.secrets,
+        heldSecrets,
       },
     };
   } catch (error) {
-    return report([`document: ${(error as Error).message}`]);
+    return report([{ path: "document", message: (error as Error).message }]);
   }
 }
 
-function report(problems: string[]): RuntimeResult {
-  for (const problem of problems) console.error(`Configuration is not loaded: ${problem}`);
+/**
+ * The fields whose value says where a credential is held: a file shipped with the deployment (the
+ * Workers equivalent of the original system's file paths) or, written as `${env.NAME}`, the secret
+ * itself. Each is read once, when the configuration loads; one that cannot be read fails the load.
+ */
+function heldSecretFields(config: Config): Array<{ path: string; value: string }> {
+  const fields: Array<{ path: string; value: string }> = [];
+  config.mcp_servers.forEach((server, index) => {
+    for (const [header, value] of Object.entries(server.authorization_headers)) {
+      if (!(MCP_CREDENTIAL_KEYWORDS as readonly string[]).includes(value)) fields.push({ path: `mcp_servers.${index}.authorization_headers.${header}`, value });
+    }
+  });
+  if (config.splunk.enabled && config.splunk.token_path) fields.push({ path: "splunk.token_path", value: config.splunk.token_path });
+  return fields;
+}
+
+function report(problems: ConfigProblem[]): RuntimeResult {
+  for (const { path, message } of problems) log.error(`Configuration is not loaded: ${path}: ${message}`);
   return { ok: false, problems };
 }
 

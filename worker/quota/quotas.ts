@@ -1,71 +1,95 @@
 // Token quotas (SPEC quota_handlers, REFERENCE "Quota"): every configured limiter applies to every
-// turn. Before the model call each counter must have tokens left (429 otherwise); after the answer
-// its input + output tokens are consumed from each. Counters live in QuotaDOs; a registry in the
+// turn. A turn is admitted when it really starts (its conversation's turn slot taken) only while
+// every counter has tokens left beyond what running turns have reserved, and it reserves an estimate
+// of its own tokens until it settles with what it used. Counters live in QuotaDOs; a registry in the
 // record store lets the cron scheduler find the counters whose period has elapsed.
-import type { Config } from "../config/schema.ts";
-import { errors } from "../errors.ts";
+//
+// Bound (README "Token quotas"): a turn is admitted only when what is left (beyond other turns'
+// reservations) covers its estimated input, so consumption exceeds a limit by at most one answer's
+// output tokens, as long as the estimate is not below the input's real count.
+import type { Config, QuotaLimiterConfig } from "../config/schema.ts";
+import { quotaSubject } from "../domain/quota-periods.ts";
+import { errors, type ApiError } from "../errors.ts";
 import type { Store } from "../storage/store.ts";
-import { quotaSubject, type LimiterSpec } from "./periods.ts";
 import type { QuotaDO, QuotaReading } from "../../durable-objects/quota-do.ts";
 
 export interface QuotaCounter {
-  spec: LimiterSpec;
+  spec: QuotaLimiterConfig;
   subject: string;
 }
 
 /** Limiter name → tokens left (never below zero as shown to clients). */
 export type AvailableQuotas = Record<string, number>;
 
+/**
+ * What a turn reserves beyond its input: its answer's length is unknown when it starts. A turn that
+ * answers longer than this may overdraw a counter by the difference.
+ */
+export const OUTPUT_RESERVATION_TOKENS = 1024;
+
 /** The counters that apply to a user's turn. */
 export function quotaCounters(config: Config, userId: string): QuotaCounter[] {
   return config.quota_handlers.limiters.map((spec) => ({ spec, subject: quotaSubject(spec, userId) }));
 }
 
-export function quotaStub(namespace: DurableObjectNamespace<QuotaDO>, counter: Pick<QuotaCounter, "subject"> & { spec: Pick<LimiterSpec, "name"> }) {
+export function quotaStub(namespace: DurableObjectNamespace<QuotaDO>, counter: QuotaCounter) {
   return namespace.getByName(`${counter.spec.name}:${counter.subject}`);
 }
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
-/** Throws 429 when any counter is exhausted; otherwise returns what is left. */
-export async function checkQuotas(env: Env, store: Store, counters: QuotaCounter[]): Promise<AvailableQuotas> {
-  const readings = await Promise.all(counters.map((counter) => quotaStub(env.QUOTA, counter).read(counter.spec, nowSeconds())));
-  await register(store, counters, readings);
-  counters.forEach((counter, index) => {
-    if (readings[index]!.available > 0) return;
-    throw errors.quotaExceeded(
-      counter.spec.type === "cluster_limiter" ? "Cluster has no available tokens" : `User ${counter.subject} has no available tokens`,
-    );
-  });
-  return shown(counters, readings);
+export interface Admitted {
+  /** Tokens each limiter had for this turn when it was admitted. */
+  admitted: AvailableQuotas;
+  /** Counters touched for the first time: to be registered for the scheduler. */
+  created: Array<{ limiter: string; subject: string; nextResetAt: number }>;
 }
 
-/** Consumes an answer's tokens from every counter and returns what is left. */
-export async function consumeQuotas(env: Env, store: Store, counters: QuotaCounter[], tokens: number): Promise<AvailableQuotas> {
-  const readings = await Promise.all(counters.map((counter) => quotaStub(env.QUOTA, counter).consume(counter.spec, tokens, nowSeconds())));
-  await register(store, counters, readings);
-  return shown(counters, readings);
+/**
+ * Admits a turn on every counter, needing `inputTokens` there and reserving them plus the output
+ * reservation under `reservationId`; a 429 when one has not enough left (the reservations already
+ * made are released then).
+ */
+export async function admitQuotas(env: Env, counters: QuotaCounter[], reservationId: string, inputTokens: number): Promise<Admitted | ApiError> {
+  const now = nowSeconds();
+  const needed = Math.max(1, inputTokens);
+  const results = await Promise.all(
+    counters.map((counter) => quotaStub(env.QUOTA, counter).admit(counter.spec, reservationId, needed, needed + OUTPUT_RESERVATION_TOKENS, now)),
+  );
+  const refused = counters.findIndex((_, index) => !results[index]!.ok);
+  if (refused >= 0) {
+    await settleQuotas(env, counters.filter((_, index) => results[index]!.ok), reservationId, 0);
+    const counter = counters[refused]!;
+    const left = (results[refused] as { available: number }).available;
+    const who = counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
+    return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${needed} tokens are needed`);
+  }
+  const admitted: AvailableQuotas = {};
+  const created: Admitted["created"] = [];
+  counters.forEach((counter, index) => {
+    const result = results[index]!;
+    if (!result.ok) return;
+    admitted[counter.spec.name] = result.admitted;
+    if (result.created) created.push({ limiter: counter.spec.name, subject: counter.subject, nextResetAt: result.nextResetAt });
+  });
+  return { admitted, created };
+}
+
+/** Settles a turn's reservation on every counter with the tokens it used. Idempotent. */
+export async function settleQuotas(env: Env, counters: QuotaCounter[], reservationId: string, tokens: number): Promise<void> {
+  const now = nowSeconds();
+  await Promise.all(counters.map((counter) => quotaStub(env.QUOTA, counter).settle(counter.spec, reservationId, tokens, now)));
+}
+
+/** What the answer reports: what each limiter admitted the turn with, minus the turn's use. */
+export function remaining(admitted: AvailableQuotas, tokens: number): AvailableQuotas {
+  return Object.fromEntries(Object.entries(admitted).map(([name, left]) => [name, Math.max(0, left - tokens)]));
 }
 
 /** Reads counters without changing them (beyond bringing their period up to date). */
 export async function readQuotas(env: Env, counters: QuotaCounter[]): Promise<Array<QuotaCounter & { reading: QuotaReading }>> {
   const readings = await Promise.all(counters.map((counter) => quotaStub(env.QUOTA, counter).read(counter.spec, nowSeconds())));
   return counters.map((counter, index) => ({ ...counter, reading: readings[index]! }));
-}
-
-function shown(counters: QuotaCounter[], readings: QuotaReading[]): AvailableQuotas {
-  return Object.fromEntries(counters.map((counter, index) => [counter.spec.name, Math.max(0, readings[index]!.available)]));
-}
-
-/** New counters join the registry the scheduler scans. */
-async function register(store: Store, counters: QuotaCounter[], readings: QuotaReading[]): Promise<void> {
-  await Promise.all(
-    counters.flatMap((counter, index) =>
-      readings[index]!.created
-        ? [store.quotaSubjects.register({ limiter: counter.spec.name, subject: counter.subject, nextResetAt: readings[index]!.nextResetAt })]
-        : [],
-    ),
-  );
 }
 
 /** How many due counters one scheduler run brings up to date at most. */

@@ -5,6 +5,7 @@ import { Client, Pool } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-serverless";
 import type { Row, SqlRunner } from "./sql-runner.ts";
 import type { PostgresSettings } from "./store.ts";
+import { log } from "../log.ts";
 
 // Quoted in search_path, so hyphens are fine; nothing that could break out of the startup options.
 const NAMESPACE = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/;
@@ -40,7 +41,7 @@ export function postgresRunner(settings: PostgresSettings): SqlRunner {
   // lost", which is expected then.
   let closing = false;
   pool.on("error", (error: Error) => {
-    if (!closing) console.warn(`postgres: idle connection failed: ${error.message}`);
+    if (!closing) log.warn(`postgres: idle connection failed: ${error.message}`);
   });
   const db = drizzle({ client: pool });
   return {

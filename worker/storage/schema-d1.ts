@@ -87,8 +87,55 @@ export const tokenUsage = sqliteTable(
   (t) => [primaryKey({ columns: [t.userId, t.provider, t.model] })],
 );
 
+/** Turns whose tokens token_usage already counts, so that a repeated delivery adds nothing. */
+export const tokenUsageApplied = sqliteTable("token_usage_applied", {
+  turnKey: text("turn_key").primaryKey(),
+  createdAt: text("created_at").notNull().default(isoNow),
+});
+
 export const settings = sqliteTable("settings", {
   key: text("key").primaryKey(),
   value: text("value").notNull(),
   updatedAt: text("updated_at").notNull().default(isoNow),
+});
+
+/** MCP servers registered through POST /v1/mcp-servers (static ones live in the configuration). */
+export const mcpServers = sqliteTable("mcp_servers", {
+  name: text("name").primaryKey(),
+  url: text("url").notNull(),
+  providerId: text("provider_id").notNull(),
+  /** Header name -> client | kubernetes | oauth (JSON object). */
+  authorizationHeaders: text("authorization_headers", { mode: "json" }).$type<Record<string, string>>().notNull(),
+  /** Request header names forwarded to the server (JSON array). */
+  headers: text("headers", { mode: "json" }).$type<string[]>().notNull(),
+  /** Seconds; null: the documented default. */
+  timeout: integer("timeout"),
+  createdBy: text("created_by").notNull(),
+  createdAt: text("created_at").notNull().default(isoNow),
+});
+
+/**
+ * Feedback and transcript objects kept in R2, so the exporter can find those not yet sent (R2 cannot
+ * flag an object in place). `sent_at`/`archive` are set once the ingress server accepted them.
+ */
+export const dataObjects = sqliteTable(
+  "data_objects",
+  {
+    key: text("key").primaryKey(),
+    /** feedback | transcript */
+    kind: text("kind").notNull(),
+    bytes: integer("bytes").notNull(),
+    createdAt: text("created_at").notNull().default(isoNow),
+    sentAt: text("sent_at"),
+    archive: text("archive"),
+  },
+  (t) => [index("data_objects_unsent_idx").on(t.sentAt, t.createdAt)],
+);
+
+/** Named leases so that periodic work (the exporter) never runs twice at once across instances. */
+export const leases = sqliteTable("leases", {
+  name: text("name").primaryKey(),
+  holder: text("holder").notNull(),
+  /** ISO 8601; a lease past it may be taken over (its holder died). */
+  expiresAt: text("expires_at").notNull(),
 });

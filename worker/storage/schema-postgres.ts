@@ -87,8 +87,55 @@ export const tokenUsage = pgTable(
   (t) => [primaryKey({ columns: [t.userId, t.provider, t.model] })],
 );
 
+/** Turns whose tokens token_usage already counts, so that a repeated delivery adds nothing. */
+export const tokenUsageApplied = pgTable("token_usage_applied", {
+  turnKey: text("turn_key").primaryKey(),
+  createdAt: timestamptz("created_at").notNull().defaultNow(),
+});
+
 export const settings = pgTable("settings", {
   key: text("key").primaryKey(),
   value: text("value").notNull(),
   updatedAt: timestamptz("updated_at").notNull().defaultNow(),
+});
+
+/** MCP servers registered through POST /v1/mcp-servers (static ones live in the configuration). */
+export const mcpServers = pgTable("mcp_servers", {
+  name: text("name").primaryKey(),
+  url: text("url").notNull(),
+  providerId: text("provider_id").notNull(),
+  /** Header name -> client | kubernetes | oauth. */
+  authorizationHeaders: jsonb("authorization_headers").$type<Record<string, string>>().notNull(),
+  /** Request header names forwarded to the server. */
+  headers: jsonb("headers").$type<string[]>().notNull(),
+  /** Seconds; null: the documented default. */
+  timeout: integer("timeout"),
+  createdBy: text("created_by").notNull(),
+  createdAt: timestamptz("created_at").notNull().defaultNow(),
+});
+
+/**
+ * Feedback and transcript objects kept in R2, so the exporter can find those not yet sent (R2 cannot
+ * flag an object in place). `sent_at`/`archive` are set once the ingress server accepted them.
+ */
+export const dataObjects = pgTable(
+  "data_objects",
+  {
+    key: text("key").primaryKey(),
+    /** feedback | transcript */
+    kind: text("kind").notNull(),
+    bytes: integer("bytes").notNull(),
+    createdAt: timestamptz("created_at").notNull().defaultNow(),
+    sentAt: timestamptz("sent_at"),
+    archive: text("archive"),
+  },
+  (t) => [index("data_objects_unsent_idx").on(t.sentAt, t.createdAt)],
+);
+
+/** Named leases so that periodic work (the exporter) never runs twice at once across instances. */
+export const leases = pgTable("leases", {
+  name: text("name").primaryKey(),
+  holder: text("holder").notNull(),
+  /** A lease past it may be taken over (its holder died). */
+  expiresAt: timestamptz("expires_at").notNull(),
 });

@@ -36,43 +36,36 @@ export function createSqlStore(db: SqlRunner): Store {
     conversations: {
       get: (id) => first(db.query(sql`SELECT * FROM conversations WHERE id = ${id}`), conversation),
 
-      listByUser: async (userId) =>
+      list: async (userId) =>
         (
           await db.query(sql`
-            SELECT * FROM conversations WHERE user_id = ${userId}
+            SELECT * FROM conversations ${userId === null ? sql`` : sql`WHERE user_id = ${userId}`}
             ORDER BY last_message_at DESC, id`)
         ).map(conversation),
 
-      recordTurn: async (turn) => {
-        const at = toIso(turn.at);
-        // One upsert, so concurrent turns serialize on the row instead of racing a read. An empty
-        // stored summary is '' or NULL (the spec's default is empty), hence NULLIF before COALESCE.
-        // The WHERE refuses to touch another user's row: no row comes back and we throw.
-        const upsert = sql`
+      upsertSnapshot: async (record) => {
+        // One upsert, so concurrent writers serialize on the row. The WHERE keeps a snapshot from
+        // going backwards (fewer messages than stored) and refuses to touch another user's row; a
+        // refused write of one's own older snapshot is fine, another user's row is a conflict.
+        const rows = await db.query(sql`
           INSERT INTO conversations (id, user_id, last_used_model, last_used_provider, created_at,
             last_message_at, message_count, topic_summary, last_response_id)
-          VALUES (${turn.id}, ${turn.userId}, ${turn.model}, ${turn.provider}, ${at}, ${at}, 1,
-            ${turn.topicSummary ?? null}, ${turn.responseId ?? null})
+          VALUES (${record.id}, ${record.userId}, ${record.lastUsedModel}, ${record.lastUsedProvider},
+            ${toIso(record.createdAt)}, ${toIso(record.lastMessageAt)}, ${record.messageCount},
+            ${record.topicSummary}, ${record.lastResponseId})
           ON CONFLICT (id) DO UPDATE SET
-            message_count = conversations.message_count + 1,
+            message_count = excluded.message_count,
             last_message_at = excluded.last_message_at,
             last_used_model = excluded.last_used_model,
             last_used_provider = excluded.last_used_provider,
-            last_response_id = COALESCE(excluded.last_response_id, conversations.last_response_id),
-            topic_summary = COALESCE(NULLIF(conversations.topic_summary, ''), excluded.topic_summary)
-          WHERE conversations.user_id = excluded.user_id
-          RETURNING *`;
-        // The turn's response id is indexed in the same round-trip (one batch, all or nothing).
-        const [[row]] = turn.responseId
-          ? await db.atomic([upsert, recordResponse({ responseId: turn.responseId, conversationId: turn.id, userId: turn.userId, createdAt: at })])
-          : [await db.query(upsert)];
-        if (!row) throw new StoreConflictError(`conversation ${turn.id} belongs to another user`);
-        return conversation(row);
+            last_response_id = excluded.last_response_id,
+            topic_summary = excluded.topic_summary
+          WHERE conversations.user_id = excluded.user_id AND conversations.message_count <= excluded.message_count
+          RETURNING id`);
+        if (rows.length > 0) return;
+        const stored = await first(db.query(sql`SELECT user_id FROM conversations WHERE id = ${record.id}`), (row) => textField(row, "user_id"));
+        if (stored !== null && stored !== record.userId) throw new StoreConflictError(`conversation ${record.id} belongs to another user`);
       },
-
-      setTopicSummary: async (id, summary) =>
-        (await db.query(sql`UPDATE conversations SET topic_summary = ${summary} WHERE id = ${id} RETURNING id`))
-          .length > 0,
 
       delete: async (id) => {
         // Dependents first and all in one unit, so no response id can outlive its conversation.
@@ -86,9 +79,6 @@ export function createSqlStore(db: SqlRunner): Store {
     },
 
     responses: {
-      record: async (r) => {
-        await db.query(recordResponse(r));
-      },
       get: (responseId) =>
         first(db.query(sql`SELECT * FROM responses WHERE response_id = ${responseId}`), response),
     },
@@ -194,14 +184,23 @@ export function createSqlStore(db: SqlRunner): Store {
     },
 
     tokenUsage: {
-      add: async (u) => {
-        await db.query(sql`
-          INSERT INTO token_usage (user_id, provider, model, input_tokens, output_tokens, updated_at)
-          VALUES (${u.userId}, ${u.provider}, ${u.model}, ${u.inputTokens}, ${u.outputTokens}, ${now()})
-          ON CONFLICT (user_id, provider, model) DO UPDATE SET
-            input_tokens = token_usage.input_tokens + excluded.input_tokens,
-            output_tokens = token_usage.output_tokens + excluded.output_tokens,
-            updated_at = excluded.updated_at`);
+      addOnce: async (u) => {
+        // The increment happens only while the turn key is unknown, and the key is recorded in the
+        // same unit, so a repeated delivery of one turn's usage adds nothing.
+        await db.atomic([
+          sql`
+            INSERT INTO token_usage (user_id, provider, model, input_tokens, output_tokens, updated_at)
+            SELECT ${u.userId}, ${u.provider}, ${u.model}, ${u.inputTokens}, ${u.outputTokens}, ${now()}
+            WHERE NOT EXISTS (SELECT 1 FROM token_usage_applied WHERE turn_key = ${u.turnKey})
+            ON CONFLICT (user_id, provider, model) DO UPDATE SET
+              input_tokens = token_usage.input_tokens + excluded.input_tokens,
+              output_tokens = token_usage.output_tokens + excluded.output_tokens,
+              updated_at = excluded.updated_at`,
+          sql`INSERT INTO token_usage_applied (turn_key, created_at) VALUES (${u.turnKey}, ${now()}) ON CONFLICT (turn_key) DO NOTHING`,
+        ]);
+      },
+      pruneApplied: async (before) => {
+        await db.query(sql`DELETE FROM token_usage_applied WHERE created_at < ${toIso(before)}`);
       },
       list: async (userId) =>
         (
@@ -221,6 +220,7 @@ export function createSqlStore(db: SqlRunner): Store {
       },
     },
 
+    sql: db,
     close: () => db.close(),
   };
 }
@@ -238,14 +238,6 @@ function conversation(row: Row): ConversationRecord {
     topicSummary: nullableTextField(row, "topic_summary") || null,
     lastResponseId: nullableTextField(row, "last_response_id"),
   };
-}
-
-/** Response ids are unique; recording one twice (a retried persist) is a no-op. */
-function recordResponse(r: ResponseRecord) {
-  return sql`
-    INSERT INTO responses (response_id, conversation_id, user_id, created_at)
-    VALUES (${r.responseId}, ${r.conversationId}, ${r.userId}, ${toIso(r.createdAt)})
-    ON CONFLICT (response_id) DO NOTHING`;
 }
 
 function response(row: Row): ResponseRecord {

@@ -1,96 +1,40 @@
-// The record store: conversation index, response and stream-request lookups, prompts, the quota
-// registry, token history and settings, behind one interface over D1 (default) or Postgres.
-import { d1Runner } from "./d1-runner.ts";
-import { postgresRunner } from "./postgres-runner.ts";
-import { createSqlStore } from "./sql-store.ts";
+// The record store: the conversation index (fed from the conversations' Durable Objects), legacy
+// response and stream-request lookups, prompts, the quota registry, token history and settings,
+// behind one interface over D1 (default) or Postgres. Record shapes are the drizzle tables' own
+// (schema-d1.ts); the SQL is sql-store.ts's and works on both dialects.
+import type { PostgresConfig } from "../config/schema.ts";
+import type * as tables from "./schema-d1.ts";
+import type { SqlRunner } from "./sql-runner.ts";
 
 export { StoreConflictError } from "./store-conflict-error.ts";
 
-export interface ConversationRecord {
-  id: string;
-  userId: string;
-  lastUsedModel: string;
-  lastUsedProvider: string;
-  /** ISO 8601, UTC ("...Z"). */
-  createdAt: string;
-  lastMessageAt: string;
-  messageCount: number;
-  topicSummary: string | null;
-  lastResponseId: string | null;
-}
-
-export interface TurnRecord {
-  id: string;
-  userId: string;
-  model: string;
-  provider: string;
-  at: string;
-  responseId: string | null;
-  topicSummary?: string | null;
-}
-
-export interface PromptRecord {
-  promptId: string;
-  version: number;
-  prompt: string;
-  variables: string[];
-  isDefault: boolean;
-  createdAt: string;
-}
-
-export interface ResponseRecord {
-  responseId: string;
-  conversationId: string;
-  userId: string;
-  createdAt: string;
-}
-
-export interface StreamRequestRecord {
-  requestId: string;
-  conversationId: string;
-  userId: string;
-}
-
-export interface QuotaSubjectRecord {
-  limiter: string;
-  subject: string;
-  /** Unix seconds. */
-  nextResetAt: number;
-}
-
-export interface TokenUsageRecord {
-  userId: string;
-  provider: string;
-  model: string;
-  inputTokens: number;
-  outputTokens: number;
-  updatedAt: string;
-}
+export type ConversationRecord = typeof tables.conversations.$inferSelect;
+export type ResponseRecord = typeof tables.responses.$inferSelect;
+export type StreamRequestRecord = Omit<typeof tables.streamRequests.$inferSelect, "createdAt">;
+export type PromptRecord = typeof tables.prompts.$inferSelect;
+export type QuotaSubjectRecord = typeof tables.quotaSubjects.$inferSelect;
+export type TokenUsageRecord = typeof tables.tokenUsage.$inferSelect;
+export type PostgresSettings = PostgresConfig;
 
 export interface Store {
   conversations: {
     get(id: string): Promise<ConversationRecord | null>;
-    /** Newest last_message_at first. */
-    listByUser(userId: string): Promise<ConversationRecord[]>;
+    /** A user's conversations (null: everyone's), newest last_message_at first. */
+    list(userId: string | null): Promise<ConversationRecord[]>;
     /**
-     * One statement, safe under concurrency: creates the row (message_count 1, created_at = at) or
-     * bumps message_count and sets last_message_at, last_used_*, last_response_id (when non-null) and
-     * topic_summary (only when given and the stored one is empty). Throws StoreConflictError when
-     * the conversation belongs to another user.
+     * Writes the conversation's record as its Durable Object knows it (the whole record, latest state
+     * wins): idempotent, and a snapshot older than the stored one (fewer messages) changes nothing.
+     * Throws StoreConflictError when the id belongs to another user.
      */
-    /** Also indexes the turn's response id (responses.get finds it), in the same round-trip. */
-    recordTurn(turn: TurnRecord): Promise<ConversationRecord>;
-    /** False when there is no such conversation. */
-    setTopicSummary(id: string, summary: string): Promise<boolean>;
+    upsertSnapshot(record: ConversationRecord): Promise<void>;
     /** Also removes its responses and stream requests. */
     delete(id: string): Promise<boolean>;
   };
-  /** response id -> conversation, for previous_response_id. */
+  /** Response id -> conversation for responses of earlier releases, whose ids carried no conversation. */
   responses: {
-    record(r: ResponseRecord): Promise<void>;
     get(responseId: string): Promise<ResponseRecord | null>;
   };
-  /** Running streams, for interrupt by request id. */
+  /** Running streams of conversations whose ids carry no locator (created by earlier releases). */
   streamRequests: {
     register(r: StreamRequestRecord): Promise<void>;
     get(requestId: string): Promise<StreamRequestRecord | null>;
@@ -127,42 +71,27 @@ export interface Store {
     advance(r: { limiter: string; subject: string; from: number; to: number }): Promise<boolean>;
   };
   tokenUsage: {
-    /** Atomic increment (upsert). */
-    add(u: { userId: string; provider: string; model: string; inputTokens: number; outputTokens: number }): Promise<void>;
+    /** Adds one turn's tokens, once: a repeat with the same turn key changes nothing. */
+    addOnce(u: { turnKey: string; userId: string; provider: string; model: string; inputTokens: number; outputTokens: number }): Promise<void>;
     list(userId?: string): Promise<TokenUsageRecord[]>;
+    /** Forgets turn keys older than `before` (ISO 8601): repeats arrive within minutes, not days. */
+    pruneApplied(before: string): Promise<void>;
   };
   settings: {
     get(key: string): Promise<string | null>;
     set(key: string, value: string): Promise<void>;
   };
+  /**
+   * The dialect-neutral SQL runner underneath, for repositories kept beside the features they serve
+   * (registered MCP servers, the exported-data index, leases). They follow sql-store.ts's rules.
+   */
+  sql: SqlRunner;
   /** Postgres: ends the pool (the store is opened per request). D1: nothing to do. */
   close(): Promise<void>;
-}
-
-export interface PostgresSettings {
-  host: string;
-  port: number;
-  db: string;
-  user: string;
-  password?: string;
-  /** The schema every table lives in (set as the connection's search_path). */
-  namespace: string;
-  ssl_mode: string;
-  gss_encmode: string;
-  ca_cert_path?: string;
-  /** ws:// or wss:// URL of a WebSocket-to-TCP relay; "/v1?address=host:port" is appended. */
-  ws_proxy?: string;
 }
 
 /** The `database` section of the configuration, as the config schema produces it. */
 export interface DatabaseSettings {
   sqlite?: { db_path: string };
   postgres?: PostgresSettings;
-}
-
-export function openStore(env: { DB: D1Database }, database: DatabaseSettings | undefined): Store {
-  // `sqlite` settings also mean D1: the Workers runtime has no local file database, and D1 is the
-  // SQLite it offers (wrangler dev keeps it under .wrangler/state; db_path has no effect).
-  const runner = database?.postgres ? postgresRunner(database.postgres) : d1Runner(env.DB);
-  return createSqlStore(runner);
 }
