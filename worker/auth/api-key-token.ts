@@ -4,7 +4,7 @@
 import { ApiError, errors } from "../errors.ts";
 import { bearerToken } from "./bearer.ts";
 import { DEFAULT_USER_ID, DEFAULT_USERNAME } from "./noop.ts";
-import type { Authenticator, AuthenticationSettings } from "./types.ts";
+import type { Authenticator, AuthenticationConfig } from "./types.ts";
 
 const encoder = new TextEncoder();
 
@@ -24,7 +24,7 @@ export async function secretsEqual(given: string, expected: string): Promise<boo
   return difference === 0;
 }
 
-export function apiKeyTokenAuthenticator(settings: AuthenticationSettings): Authenticator {
+export function apiKeyTokenAuthenticator(settings: AuthenticationConfig): Authenticator {
   const apiKey = settings.api_key_config?.api_key;
   if (!apiKey) {
     // A configuration error, not the client's: answer 500 rather than a 401 that blames the caller.

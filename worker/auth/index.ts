@@ -1,29 +1,22 @@
 // Picks the authentication module named by `authentication.module`.
-import { ApiError } from "../errors.ts";
 import { apiKeyTokenAuthenticator } from "./api-key-token.ts";
 import { jwkTokenAuthenticator } from "./jwk-token.ts";
+import { k8sAuthenticator, type ClusterModuleOptions } from "./k8s.ts";
 import { noopAuthenticator } from "./noop.ts";
 import { noopWithTokenAuthenticator } from "./noop-with-token.ts";
-import type { AuthenticationModule, Authenticator, AuthenticationSettings } from "./types.ts";
+import { rhIdentityAuthenticator } from "./rh-identity.ts";
+import { trustedProxyAuthenticator } from "./trusted-proxy.ts";
+import type { Authenticator, AuthenticationConfig } from "./types.ts";
 
 export type * from "./types.ts";
-export { isAllowed } from "./rbac.ts";
+export { isAllowed, mayActOnOthers, OTHERS_ACTION_FOR, type ConversationOperation } from "./rbac.ts";
 
 /**
- * Modules the configuration accepts but this release does not implement: every request fails with
- * a 500 that says so, rather than letting anyone in or blaming the client's credentials.
+ * The authenticator for these settings. Throws ApiError 500 when the chosen module's own settings
+ * (jwk_config, api_key_config, the cluster API address and credential) are missing, which config
+ * validation has already refused.
  */
-function notImplemented(module: AuthenticationModule): Authenticator {
-  return async function unavailable() {
-    throw new ApiError(500, "Authentication module not available", `authentication.module ${module} is not implemented in this release`);
-  };
-}
-
-/**
- * The authenticator for these settings. Throws ApiError 500 when the chosen module's own section
- * (jwk_config, api_key_config) is missing, which config validation should already have caught.
- */
-export function createAuthenticator(settings: AuthenticationSettings): Authenticator {
+export function createAuthenticator(settings: AuthenticationConfig, options: ClusterModuleOptions = {}): Authenticator {
   switch (settings.module) {
     case "noop":
       return noopAuthenticator(settings);
@@ -34,8 +27,10 @@ export function createAuthenticator(settings: AuthenticationSettings): Authentic
     case "api-key-token":
       return apiKeyTokenAuthenticator(settings);
     case "k8s":
+      return k8sAuthenticator(settings, options);
     case "rh-identity":
+      return rhIdentityAuthenticator(settings);
     case "trusted-proxy":
-      return notImplemented(settings.module);
+      return trustedProxyAuthenticator(settings, options);
   }
 }

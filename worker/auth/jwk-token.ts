@@ -2,49 +2,66 @@
 // "Authentication" 3). Identity comes from the configured claims, roles from role_rules.
 //
 // skip_tls_verification cannot apply here: workerd's fetch always verifies certificates.
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { ApiError, errors } from "../errors.ts";
 import { bearerToken } from "./bearer.ts";
 import { rolesFromClaims } from "./role-rules.ts";
-import type { Authenticator, AuthenticationSettings, JwtConfiguration } from "./types.ts";
+import type { Authenticator, AuthenticationConfig, JwkConfig } from "./types.ts";
+import { log } from "../log.ts";
 
 /** Signature algorithms accepted; SPEC leaves them open, these are what identity providers issue. */
 export const ACCEPTED_ALGORITHMS = ["RS256", "ES256"];
 
-// One key set per URL per isolate: keys fetched for one request serve the next ones, and jose
-// refetches by itself on an unknown kid (at most every 30 s) and when the set is 10 minutes old.
-const keySets = new Map<string, JWTVerifyGetKey>();
+/** How long fetched keys serve before they are fetched again, and how often an unknown kid may refetch. */
+const KEYS_MAX_AGE_MS = 600_000;
+const UNKNOWN_KID_REFETCH_MS = 30_000;
+const KEY_SERVER_TIMEOUT_MS = 5_000;
 
-function keySetFor(url: string): JWTVerifyGetKey {
-  let keySet = keySets.get(url);
-  if (keySet === undefined) {
-    keySet = createRemoteJWKSet(new URL(url));
-    keySets.set(url, keySet);
-  }
-  return keySet;
-}
+// The key set of each URL, kept per isolate as the JSON the key server sent (plain data). Keys are
+// imported per request: a CryptoKey import another request started must never be what this one
+// awaits (workerd binds pending work to its request), and an import is cheap beside a fetch.
+const keySets = new Map<string, { jwks: JSONWebKeySet; fetchedAt: number }>();
 
 const keyServerFailed = () => errors.unauthorized("Authentication key server returned invalid data");
 
+async function fetchKeySet(url: string): Promise<{ jwks: JSONWebKeySet; fetchedAt: number }> {
+  let jwks: unknown;
+  try {
+    const response = await fetch(url, { headers: { Accept: "application/json" }, signal: AbortSignal.timeout(KEY_SERVER_TIMEOUT_MS) });
+    if (!response.ok) throw new Error(`answered ${response.status}`);
+    jwks = await response.json();
+    // createLocalJWKSet checks the shape; a set it refuses is the key server's failure too.
+    createLocalJWKSet(jwks as JSONWebKeySet);
+  } catch (error) {
+    // The client only learns that the key server failed; the operator needs to know why.
+    log.warn(`key set ${url} unusable: ${error instanceof Error ? error.message : String(error)}`);
+    throw keyServerFailed();
+  }
+  const entry = { jwks: jwks as JSONWebKeySet, fetchedAt: Date.now() };
+  keySets.set(url, entry);
+  return entry;
+}
+
 /**
- * The key set, with every failure that is the key server's (unreachable, timeout, non-200, not JSON,
- * not a key set, unusable key) turned into one error; "no such key" stays jose's, for the token.
+ * The keys of `url` as jose's key lookup: fetched when absent or old, and fetched again once when a
+ * token names a key the cached set lacks (a rotation), at most every 30 seconds.
  */
-function withKeyServerErrors(url: string, keySet: JWTVerifyGetKey): JWTVerifyGetKey {
+function keySetFor(url: string): JWTVerifyGetKey {
   return async (header, token) => {
+    let entry = keySets.get(url);
+    if (!entry || Date.now() - entry.fetchedAt > KEYS_MAX_AGE_MS) entry = await fetchKeySet(url);
     try {
-      return await keySet(header, token);
+      return await createLocalJWKSet(entry.jwks)(header, token);
     } catch (error) {
-      if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys) throw error;
-      // The client only learns that the key server failed; the operator needs to know why.
-      console.warn(`key set ${url} unusable: ${error instanceof Error ? error.message : String(error)}`);
-      throw keyServerFailed();
+      if (!(error instanceof joseErrors.JWKSNoMatchingKey) || Date.now() - entry.fetchedAt < UNKNOWN_KID_REFETCH_MS) throw error;
+      return createLocalJWKSet((await fetchKeySet(url)).jwks)(header, token);
     }
   };
 }
 
-async function verify(token: string, keySet: JWTVerifyGetKey): Promise<JWTPayload> {
-  const options = { algorithms: ACCEPTED_ALGORITHMS };
+async function verify(token: string, keySet: JWTVerifyGetKey, requireExp: boolean): Promise<JWTPayload> {
+  // jose checks exp whenever it is present; requiredClaims makes its absence a failure too.
+  const options = { algorithms: ACCEPTED_ALGORITHMS, requiredClaims: requireExp ? ["exp"] : [] };
   try {
     return (await jwtVerify(token, keySet, options)).payload;
   } catch (error) {
@@ -75,6 +92,7 @@ function tokenError(error: unknown): unknown {
     return errors.unauthorized("Invalid token signature");
   }
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    if (error.reason === "missing") return errors.unauthorized(`Token missing claim: ${error.claim}`);
     return errors.unauthorized(error.claim === "nbf" ? "Token is not yet valid" : `Token claim ${error.claim} is invalid`);
   }
   // Not three base64url parts, header or payload not JSON objects, ...
@@ -90,7 +108,9 @@ function claim(payload: JWTPayload, name: string): string {
   throw errors.unauthorized(`Token missing claim: ${name}`);
 }
 
-function requiredConfig(settings: AuthenticationSettings): { url: string; jwt: JwtConfiguration } {
+type JwtConfiguration = JwkConfig["jwt_configuration"];
+
+function requiredConfig(settings: AuthenticationConfig): { url: string; jwt: JwtConfiguration } {
   const config = settings.jwk_config;
   if (!config) {
     throw new ApiError(500, "Authentication module not available", "authentication.jwk_config is required by module jwk-token");
@@ -98,12 +118,12 @@ function requiredConfig(settings: AuthenticationSettings): { url: string; jwt: J
   return { url: config.url, jwt: config.jwt_configuration };
 }
 
-export function jwkTokenAuthenticator(settings: AuthenticationSettings): Authenticator {
+export function jwkTokenAuthenticator(settings: AuthenticationConfig): Authenticator {
   const { url, jwt } = requiredConfig(settings);
-  const keySet = withKeyServerErrors(url, keySetFor(url));
+  const keySet = keySetFor(url);
   return async function jwkToken(request) {
     const token = bearerToken(request);
-    const payload = await verify(token, keySet);
+    const payload = await verify(token, keySet, jwt.require_exp);
     return {
       userId: claim(payload, jwt.user_id_claim),
       username: claim(payload, jwt.username_claim),

@@ -2,9 +2,9 @@
 // (e.g. to MCP servers), but not validated, so the identity stays the noop placeholder.
 import { bearerToken } from "./bearer.ts";
 import { noopIdentity } from "./noop.ts";
-import type { Authenticator, AuthenticationSettings } from "./types.ts";
+import type { Authenticator, AuthenticationConfig } from "./types.ts";
 
-export function noopWithTokenAuthenticator(_settings: AuthenticationSettings): Authenticator {
+export function noopWithTokenAuthenticator(_settings: AuthenticationConfig): Authenticator {
   return async function noopWithToken(request) {
     return noopIdentity(request, bearerToken(request));
   };

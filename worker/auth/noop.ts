@@ -1,6 +1,6 @@
 // Development module: no credentials at all. The identity is REFERENCE "Identity defaults", which
 // is what clients of the established implementation expect from /authorized.
-import type { AuthContext, Authenticator, AuthenticationSettings } from "./types.ts";
+import type { AuthContext, Authenticator, AuthenticationConfig } from "./types.ts";
 
 export const DEFAULT_USER_ID = "00000000-0000-0000-0000-000";
 export const DEFAULT_USERNAME = "lightspeed-user";
@@ -18,7 +18,7 @@ export function noopIdentity(request: Request, token: string | null): AuthContex
   };
 }
 
-export function noopAuthenticator(_settings: AuthenticationSettings): Authenticator {
+export function noopAuthenticator(_settings: AuthenticationConfig): Authenticator {
   return async function noop(request) {
     return noopIdentity(request, null);
   };

@@ -1,26 +1,24 @@
-// Roles from JWT claims through the configured role_rules (SPEC "Authentication" 3).
+// Roles from JWT claims through the configured role_rules (SPEC "Authentication" 3), with the
+// original system's semantics exactly, so its configurations grant the same roles here:
+//
+// A rule's JSONPath yields the LIST of values it selects (`$.org_id` on {"org_id": "acme"} yields
+// ["acme"]; `$.roles` on {"roles": ["a", "b"]} yields [["a", "b"]]; `$.roles[*]` yields ["a", "b"];
+// a path that selects nothing yields []). The operator compares that list:
+// - equals:   the list deep-equals `value` (so `value` is a list: [acme]);
+// - contains: an item of the list deep-equals `value` (`$.roles[*]` contains a);
+// - in:       the list deep-equals an item of `value` (so `value` is a list of lists: [[a], [b]]);
+// - match:    a string item of the list matches the regular expression `value` (search, unanchored).
+// `negate` inverts the result. The roles of every rule that holds are united.
+// The configuration schema refuses values of a shape these comparisons can never satisfy.
 //
 // JSONPath comes from jsonpath-plus with eval "safe": filter expressions such as
 // `$.groups[?(@.name == 'x')]` run in its own interpreter, never through eval/new Function, which
 // workerd forbids. (Its Node build imports node:vm only for eval "native", which is never selected.)
-//
-// What an operator compares depends on the path:
-// - a singular path (only member names and indexes, e.g. `$.email`, `$.realm_access.roles`) selects
-//   one claim value, and the operator applies to that value: equals → deep-equal; contains → the
-//   array has the element, or the string has the substring; in → the value is one of `value`;
-//   match → the string (or a string element of the array) matches the regex.
-// - any other path (wildcards, filters, `..`, slices, unions) yields a list of matches, and the
-//   operator applies to the list: equals → the list, or its only match, deep-equals `value`;
-//   contains → a match (or an element of a matched array) deep-equals `value` (no substring
-//   test here, so `$.roles[*]` contains "admin" does not hold for "superadmin"); in → a match is
-//   one of `value`; match → a string match (or string element of a matched array) matches.
-// The list forms also accept the established implementation's configs, which always compare the
-// list of matches (e.g. equals [["dummy_corp"]] on `$.org_id`).
-// A path that selects nothing makes every operator false, so `negate` then holds.
-// A rule that cannot be evaluated (bad JSONPath, bad regex, `in` without a list) never holds, even
-// negated: a broken rule must not hand out roles. It is logged once per isolate.
+// A rule whose JSONPath cannot be evaluated never holds, even negated (a broken rule must not hand
+// out roles); it is logged once per isolate.
 import { JSONPath } from "jsonpath-plus";
 import type { RoleRule } from "./types.ts";
+import { log } from "../log.ts";
 
 type Claims = Record<string, unknown>;
 
@@ -29,10 +27,10 @@ class BrokenRule extends Error {}
 const warned = new Set<string>();
 
 function warnOnce(rule: RoleRule, reason: string): void {
-  const key = `${rule.operator} ${rule.jsonpath} ${String(rule.value)}`;
+  const key = `${rule.operator} ${rule.jsonpath} ${JSON.stringify(rule.value)} ${reason}`;
   if (warned.has(key)) return;
   warned.add(key);
-  console.warn(`role rule ignored (jsonpath ${JSON.stringify(rule.jsonpath)}, operator ${rule.operator}): ${reason}`);
+  log.warn(`role rule (jsonpath ${JSON.stringify(rule.jsonpath)}, operator ${rule.operator}): ${reason}`);
 }
 
 function deepEqual(a: unknown, b: unknown): boolean {
@@ -50,18 +48,7 @@ function deepEqual(a: unknown, b: unknown): boolean {
 
 const includesDeep = (list: readonly unknown[], item: unknown) => list.some((x) => deepEqual(x, item));
 
-// Segments that jsonpath-plus's path array holds for anything but a member name or an index.
-const NON_SINGULAR_SEGMENT = /^$|^\.\.$|[*,:?@()^~$`]/;
-
-function isSingular(path: string): boolean {
-  try {
-    const segments = JSONPath.toPathArray(path);
-    return segments[0] === "$" && segments.slice(1).every((s) => !NON_SINGULAR_SEGMENT.test(s));
-  } catch {
-    return false; // the list semantics are the cautious ones (no substring test)
-  }
-}
-
+/** The values the rule's path selects, always as a list. */
 function select(path: string, claims: Claims): unknown[] {
   try {
     const result = JSONPath({ path, json: claims, eval: "safe", wrap: true, resultType: "value", ignoreEvalErrors: true });
@@ -71,86 +58,62 @@ function select(path: string, claims: Claims): unknown[] {
   }
 }
 
+// Compiled once per pattern. The schema refuses patterns that do not compile; null marks one that
+// reached here anyway.
 const regexCache = new Map<string, RegExp | null>();
 
-function regexOf(rule: RoleRule): RegExp {
-  if (typeof rule.value !== "string") throw new BrokenRule("operator match needs a string value (a regular expression)");
-  let regex = regexCache.get(rule.value);
+function regexOf(pattern: string): RegExp {
+  let regex = regexCache.get(pattern);
   if (regex === undefined) {
     try {
-      regex = new RegExp(rule.value);
+      regex = new RegExp(pattern);
     } catch {
       regex = null;
     }
-    regexCache.set(rule.value, regex);
+    regexCache.set(pattern, regex);
   }
-  if (regex === null) throw new BrokenRule(`invalid regular expression ${JSON.stringify(rule.value)}`);
+  if (regex === null) throw new BrokenRule(`invalid regular expression ${JSON.stringify(pattern)}`);
   return regex;
 }
 
-function listValue(rule: RoleRule): unknown[] {
-  if (!Array.isArray(rule.value)) throw new BrokenRule("operator in needs a list value");
-  return rule.value;
-}
-
-/** Strings among the values and among the elements of array values. */
-function strings(values: readonly unknown[]): string[] {
-  return values.flatMap((v) => (Array.isArray(v) ? v : [v])).filter((v): v is string => typeof v === "string");
-}
-
-function holdsForValue(rule: RoleRule, found: unknown): boolean {
-  switch (rule.operator) {
+// Values of a shape the comparison can never satisfy; the schema refuses them, so a rule that
+// reaches here with one was built some other way and is treated as broken.
+function compare(rule: RoleRule, matches: unknown[]): boolean {
+  const { operator, value } = rule;
+  switch (operator) {
     case "equals":
-      return deepEqual(found, rule.value) || deepEqual([found], rule.value);
+      if (!Array.isArray(value)) throw new BrokenRule("operator equals needs a list value");
+      return deepEqual(matches, value);
     case "contains":
-      if (Array.isArray(found)) return includesDeep(found, rule.value);
-      if (typeof found === "string" && typeof rule.value === "string") return found.includes(rule.value);
-      return deepEqual(found, rule.value);
-    case "in": {
-      const allowed = listValue(rule);
-      return includesDeep(allowed, found) || includesDeep(allowed, [found]);
-    }
+      return includesDeep(matches, value);
+    case "in":
+      if (!Array.isArray(value) || !value.every(Array.isArray)) throw new BrokenRule("operator in needs a list of lists");
+      return includesDeep(value, matches);
     case "match": {
-      const regex = regexOf(rule);
-      return strings([found]).some((s) => regex.test(s));
+      if (typeof value !== "string") throw new BrokenRule("operator match needs a regular expression");
+      const regex = regexOf(value);
+      return matches.some((match) => typeof match === "string" && regex.test(match));
     }
   }
 }
 
-function holdsForList(rule: RoleRule, matches: unknown[]): boolean {
-  switch (rule.operator) {
-    case "equals":
-      return deepEqual(matches, rule.value) || (matches.length === 1 && deepEqual(matches[0], rule.value));
-    case "contains":
-      return includesDeep(matches, rule.value) || matches.some((m) => Array.isArray(m) && includesDeep(m, rule.value));
-    case "in": {
-      const allowed = listValue(rule);
-      return matches.some((m) => includesDeep(allowed, m)) || includesDeep(allowed, matches);
-    }
-    case "match": {
-      const regex = regexOf(rule);
-      return strings(matches).some((s) => regex.test(s));
-    }
-  }
-}
-
-function ruleHolds(rule: RoleRule, claims: Claims): boolean {
+/** Whether the rule holds for these claims (negate applied); false for a broken rule. */
+export function ruleHolds(rule: RoleRule, claims: Claims): boolean {
+  let matches: unknown[];
+  let holds: boolean;
   try {
-    const matches = select(rule.jsonpath, claims);
-    let holds = false;
-    if (matches.length > 0) {
-      holds = isSingular(rule.jsonpath) ? holdsForValue(rule, matches[0]) : holdsForList(rule, matches);
-    } else {
-      // Still validate the rule, so a broken regex or `in` value is reported even when nothing matched.
-      if (rule.operator === "match") regexOf(rule);
-      if (rule.operator === "in") listValue(rule);
-    }
-    return rule.negate ? !holds : holds;
+    matches = select(rule.jsonpath, claims);
+    holds = compare(rule, matches);
   } catch (error) {
     if (!(error instanceof BrokenRule)) throw error;
-    warnOnce(rule, error.message);
+    warnOnce(rule, `ignored: ${error.message}`);
     return false;
   }
+  // The commonest mistake: a path to an array claim compares the array as one item.
+  if (!holds && rule.operator === "contains" && matches.some((match) => Array.isArray(match) && includesDeep(match, rule.value))) {
+    warnOnce(rule, `the path selects an array, which is compared as one item; append [*] to compare its elements`);
+  }
+  return rule.negate ? !holds : holds;
 }
 
 /** The roles of every rule that holds for these claims, each role once, in rule order. */

@@ -1,73 +1,33 @@
-// Shapes shared by the authentication modules and the authorization check. The settings interfaces
-// are structural on purpose: the zod-parsed `authentication` section (defaults filled) is passed in
-// as it is, so this folder does not depend on the config schema.
+// What the authentication modules produce, and the configuration shapes they read (derived from the
+// configuration schema, the single source of those shapes).
+export type {
+  AccessRule,
+  AuthModule as AuthenticationModule,
+  AuthenticationConfig,
+  JwkConfig,
+  RhIdentityConfig,
+  RoleRule,
+  TrustedProxyConfig,
+} from "../config/schema.ts";
 
-export type AuthenticationModule =
-  | "noop"
-  | "noop-with-token"
-  | "jwk-token"
-  | "api-key-token"
-  | "k8s"
-  | "rh-identity"
-  | "trusted-proxy";
+/** The identity types an identity header (module rh-identity) may carry. */
+export type RhIdentityType = "User" | "System" | "ServiceAccount";
 
-export type RoleRuleOperator = "equals" | "contains" | "in" | "match";
-
-export interface RoleRule {
-  jsonpath: string;
-  operator: RoleRuleOperator;
-  negate: boolean;
-  value: unknown;
-  roles: string[];
-}
-
-export interface JwtConfiguration {
-  user_id_claim: string;
-  username_claim: string;
-  role_rules: RoleRule[];
-}
-
-export interface JwkConfig {
-  url: string;
-  jwt_configuration: JwtConfiguration;
-}
-
-export interface ApiKeyConfig {
-  api_key: string;
-}
-
-export interface RhIdentityConfig {
-  required_entitlements: string[];
-  max_header_size: number;
-}
-
-export interface ServiceAccountRef {
-  namespace: string;
-  name: string;
-}
-
-export interface TrustedProxyConfig {
-  user_header: string;
-  /** null, omitted or empty: every account with a valid token (SPEC "Authentication" 2). */
-  allowed_service_accounts?: ServiceAccountRef[] | null;
-}
-
-export interface AuthenticationSettings {
-  module: AuthenticationModule;
-  skip_tls_verification: boolean;
-  skip_for_health_probes: boolean;
-  skip_for_metrics: boolean;
-  k8s_cluster_api?: string;
-  k8s_ca_cert_path?: string;
-  jwk_config?: JwkConfig;
-  api_key_config?: ApiKeyConfig;
-  rh_identity_config?: RhIdentityConfig;
-  trusted_proxy_config?: TrustedProxyConfig;
-}
-
-export interface AccessRule {
-  role: string;
-  actions: string[];
+/**
+ * What an identity header says about its caller beyond user id and name, kept for
+ * `rlsapi_v1.quota_subject` and telemetry (org_id / system_id there).
+ */
+export interface RhIdentityData {
+  type: RhIdentityType;
+  /** identity.org_id; "" when the header has none (User and ServiceAccount identities may omit it). */
+  orgId: string;
+  /**
+   * The identity's own id: user.user_id, service_account.client_id, or system.cn for a System
+   * (the original system's "system_id" quota subject and telemetry field).
+   */
+  systemId: string;
+  /** identity.account_number; "" when absent. */
+  accountNumber: string;
 }
 
 export interface AuthContext {
@@ -78,6 +38,8 @@ export interface AuthContext {
   skipUserIdCheck: boolean;
   /** The caller's own credential when a module may forward it downstream; null otherwise. */
   token: string | null;
+  /** Present only with module rh-identity. */
+  rhIdentity?: RhIdentityData;
 }
 
 /** Resolves the caller of a request; rejects with an ApiError (401 for bad credentials). */
