@@ -2,7 +2,7 @@
 // (customization.agent_card_path), checked against the A2A 0.3.0 card shape and completed with what
 // the gateway itself decides: its url, protocol version default and streaming capability.
 import type { AgentCard, SecurityScheme } from "@a2a-js/sdk";
-import { z } from "zod";
+import * as z from "zod";
 import type { Config } from "../config/schema.ts";
 import { ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
@@ -103,7 +103,7 @@ export function cardNotConfigured(): ApiError {
  * The agent card, or the ApiError that explains why there is none: 404 when neither setting is
  * given, 500 when the configured card does not have the A2A card's shape.
  */
-export function agentCard(rt: Runtime): AgentCard {
+export function agentCard(rt: Runtime, requestUrl: string): AgentCard {
   const inline = rt.config.customization.agent_card_config;
   const source = inline !== undefined ? "customization.agent_card_config" : "customization.agent_card_path";
   const raw = inline ?? rt.agentCardFile;
@@ -113,12 +113,12 @@ export function agentCard(rt: Runtime): AgentCard {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(card)"}: ${issue.message}`);
     throw new ApiError(500, "Agent card is not valid", `${source}: ${problems.join("; ")}`);
   }
-  return completeCard(rt.config, parsed.data);
+  return completeCard(rt.config, parsed.data, requestUrl);
 }
 
 /** The gateway's part of the card: where it is served, what it supports, defaults for the rest. */
-export function completeCard(config: Config, card: z.output<typeof AgentCardConfigSchema>): AgentCard {
-  const url = agentUrl(config, card.url);
+export function completeCard(config: Config, card: z.output<typeof AgentCardConfigSchema>, requestUrl: string): AgentCard {
+  const url = agentUrl(config, requestUrl, card.url);
   const { securitySchemes, ...rest } = card;
   return {
     ...rest,
@@ -138,12 +138,19 @@ export function completeCard(config: Config, card: z.output<typeof AgentCardConf
   };
 }
 
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/;
+
 /**
  * SPEC: the agent url derives from service.base_url. Without one, the card's own url is used, and
- * without that the local address the service listens on (default port 8080).
+ * without that a local address: the one the request reached when it is local (so `npm start`,
+ * `npm run dev -- --port N` and PARLEY_PORT all advertise the port they really serve on), else the
+ * loopback address on service.port (default 8080). A deployment sets service.base_url.
  */
-export function agentUrl(config: Config, cardUrl?: string): string {
+export function agentUrl(config: Config, requestUrl: string, cardUrl?: string): string {
   const base = config.service.base_url;
   if (base) return `${base.replace(/\/+$/, "")}${A2A_PATH}`;
-  return cardUrl ?? `http://127.0.0.1:${config.service.port}${A2A_PATH}`;
+  if (cardUrl) return cardUrl;
+  const request = new URL(requestUrl);
+  if (LOOPBACK.test(request.hostname)) return `${request.origin}${A2A_PATH}`;
+  return `http://127.0.0.1:${config.service.port}${A2A_PATH}`;
 }

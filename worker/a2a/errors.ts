@@ -2,6 +2,7 @@
 // The gateway's own errors (SPEC envelope) keep their words: they travel in the error's `data`.
 import { A2AError } from "@a2a-js/sdk/server";
 import { ApiError, errors } from "../errors.ts";
+import { log } from "../log.ts";
 
 /** JSON-RPC's "invalid params": the request named something it may not (a model, a store). */
 const INVALID_PARAMS = -32602;
@@ -15,7 +16,7 @@ const INVALID_PARAMS = -32602;
 export function toA2AError(error: unknown): A2AError {
   if (error instanceof A2AError) return error;
   const known = error instanceof ApiError ? error : null;
-  if (!known) console.error("A2A method failed", error);
+  if (!known) log.error("A2A method failed", error);
   const failure = known ?? errors.internal();
   const data = { status_code: failure.status, response: failure.response, cause: failure.cause };
   const message = `${failure.response}: ${failure.cause}`;

@@ -1,8 +1,8 @@
 // SPEC "A2A events": a turn's events as the A2A task stream shows them. working with the model and
 // conversation → text deltas and "Calling tool: <name>" as status messages → the answer as one
 // artifact → a final status. Pure, so the order is unit-tested without a Worker.
-import type { TurnEvent, TurnResult } from "../turn/engine.ts";
-import { answerArtifact, failedUpdate, statusUpdate, type A2AEvent, type TaskIds } from "./task-state.ts";
+import type { TurnEvent, TurnResult } from "../domain/conversation.ts";
+import { answerArtifact, failedUpdate, statusUpdate, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
 
 /** Output items that are the model calling a tool; their name is what the status message shows. */
 const TOOL_CALL_ITEMS = new Set(["function_call", "mcp_call"]);
@@ -18,6 +18,7 @@ export function turnToA2A(ids: TaskIds, turn: { model: string; conversationId: s
         for (const a2a of finalEvents(ids, event.result)) controller.enqueue(a2a);
         return;
       }
+      if (event.type !== "backend") return;
       const backend = event.event;
       if (backend.type === "response.output_text.delta" && backend.delta) {
         controller.enqueue(statusUpdate(ids, "working", { message: backend.delta }));

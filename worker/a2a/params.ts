@@ -1,8 +1,9 @@
 // SPEC "A2A JSON-RPC" envelope rules for the params of each method. Anything that breaks them is a
 // JSON-RPC -32602 (invalid params) naming the field, never an HTTP error.
 import { A2AError } from "@a2a-js/sdk/server";
-import { z } from "zod";
-import { validationError } from "../validation.ts";
+import * as z from "zod";
+import { ApiError } from "../errors.ts";
+import { validate, validationError } from "../validation.ts";
 
 /** Longest contextId accepted: it is part of every task id of the context. */
 const MAX_CONTEXT_ID = 256;
@@ -100,9 +101,15 @@ export function parseTaskId(params: unknown): { id: string } {
 
 /** Validates like the REST endpoints (same words for missing and invalid fields), as -32602. */
 function parse<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
-  const result = schema.safeParse(value, { reportInput: true });
-  if (result.success) return result.data;
-  const problem = validationError(result.error);
+  let problem: ApiError;
+  try {
+    const result = validate(schema, value);
+    if (result.success) return result.data;
+    problem = validationError(result.error);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    problem = error;
+  }
   throw A2AError.invalidParams(`Invalid params: ${problem.response}: ${problem.cause}`);
 }
 

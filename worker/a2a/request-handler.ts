@@ -21,10 +21,12 @@ import { ApiError, errors } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
 import type { Store } from "../storage/store.ts";
 import { newConversationId } from "../turn/conversation-id.ts";
-import { startTurn, type RunningTurn, type TurnDeps, type TurnRequest } from "../turn/engine.ts";
+import type { TurnPlan } from "../domain/conversation.ts";
 import { chooseModel } from "../turn/models.ts";
+import { planTurn, type PlanContext } from "../turn/plan.ts";
+import { ndjson, startTurn, type StartedTurn } from "../turn/turn-client.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
-import { serverToolParams } from "../turn/tools.ts";
+import { serverTools } from "../turn/tools.ts";
 import { userMessage } from "../turn/attachments.ts";
 import { contextStub, type A2AContextApi } from "../../durable-objects/a2a-context-do.ts";
 import { AgentCardConfigSchema, agentCard, completeCard } from "./card.ts";
@@ -32,13 +34,20 @@ import { toA2AError } from "./errors.ts";
 import { turnToA2A } from "./events.ts";
 import { parseSendParams, parseTaskId, parseTaskQuery, type SendRequest } from "./params.ts";
 import { contextOfTask, newTaskId } from "./task-id.ts";
-import { failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "./task-state.ts";
+import { failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
+import { log } from "../log.ts";
 
-export interface A2ADeps extends TurnDeps {
+export interface A2ADeps {
+  env: Env;
+  rt: Runtime;
   auth: AuthContext;
   store: Store;
-  /** The user holds MODEL_OVERRIDE: message metadata may name the model. */
-  mayOverrideModel: boolean;
+  /** How this request's turns are planned (permissions included). */
+  plan: PlanContext;
+  /** Keeps a task's turn running after the client has gone. */
+  waitUntil(promise: Promise<unknown>): void;
+  /** The URL this request reached (the agent card's local address comes from it). */
+  requestUrl: string;
 }
 
 /** A task a message opened, with the turn answering it (already settled when there is none). */
@@ -54,16 +63,16 @@ export class GatewayRequestHandler implements A2ARequestHandler {
   /** The configured card; without one the gateway's defaults, which say what the endpoint serves. */
   async getAgentCard(): Promise<AgentCard> {
     try {
-      return agentCard(this.deps.rt);
+      return agentCard(this.deps.rt, this.deps.requestUrl);
     } catch {
-      return completeCard(this.deps.rt.config, AgentCardConfigSchema.parse({}));
+      return completeCard(this.deps.rt.config, AgentCardConfigSchema.parse({}), this.deps.requestUrl);
     }
   }
 
   async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
     let card: AgentCard;
     try {
-      card = agentCard(this.deps.rt);
+      card = agentCard(this.deps.rt, this.deps.requestUrl);
     } catch {
       throw A2AError.authenticatedExtendedCardNotConfigured();
     }
@@ -139,7 +148,7 @@ export class GatewayRequestHandler implements A2ARequestHandler {
   private async *follow(stub: A2AContextApi, taskId: string): AsyncGenerator<A2AEvent, void, undefined> {
     const stream = await stub.subscribe(taskId);
     if (!stream) throw A2AError.taskNotFound(taskId);
-    for await (const line of lines(stream)) yield JSON.parse(line) as A2AEvent;
+    for await (const event of stream.pipeThrough(new TextDecoderStream()).pipeThrough(ndjson<A2AEvent>())) yield event;
   }
 
   /**
@@ -148,13 +157,11 @@ export class GatewayRequestHandler implements A2ARequestHandler {
    * exists, so it is a JSON-RPC error and not a failed task.
    */
   private async start(request: SendRequest): Promise<StartedTask> {
-    const { env, rt, auth } = this.deps;
-    if ((request.model || request.provider) && !this.deps.mayOverrideModel) throw errors.modelOverrideForbidden();
+    const { env, auth } = this.deps;
     const ids = taskIds(request);
     const stub = contextStub(env.A2A_CONTEXT, auth.userId, ids.contextId);
-    const conversation = await stub.bindConversation(newConversationId());
-    const turn = request.text ? await this.planTurn(request, conversation) : null;
-    // Quota pre-checks run inside the turn engine, with every other endpoint's.
+    const conversation = await stub.bindConversation(newConversationId(), auth.userId);
+    const turn = request.text ? await this.planTurn(request, conversation.id) : null;
 
     const message = {
       ...request.message,
@@ -178,35 +185,37 @@ export class GatewayRequestHandler implements A2ARequestHandler {
       await stub.appendEvent(ids.taskId, statusUpdate(ids, "input-required", { message: prompt, final: true }));
       return { stub, task: opened.task, done: Promise.resolve() };
     }
-    const done = runTask(this.deps, stub, ids, turn);
+    const done = runTask(env, stub, ids, turn);
     this.deps.waitUntil(done);
     return { stub, task: opened.task, done };
   }
 
-  /** The turn of a message, as the query endpoints prepare theirs: model, server prompt, server tools. */
-  private async planTurn(request: SendRequest, conversation: { id: string; started: boolean }): Promise<TurnRequest> {
-    const { rt, auth } = this.deps;
-    // A model the message names is checked before the task opens, so a wrong one is invalid params
-    // rather than a failed task (the turn chooses again, with the conversation's history in view).
+  /** The turn of a message, planned as every endpoint's is: the server's prompt and tools. */
+  private async planTurn(request: SendRequest, conversationId: string): Promise<TurnPlan> {
+    const { rt } = this.deps;
     const model = { model: request.model, provider: request.provider };
-    if (model.model) await chooseModel(rt, model, null);
-    return {
-      auth,
-      conversationId: conversation.id,
-      isNew: !conversation.started,
-      requestId: crypto.randomUUID(),
+    const tools = await serverTools(this.deps.plan, request.vectorStoreIds);
+    const plan = planTurn(this.deps.plan, {
+      endpoint: "/a2a",
+      // The context's conversation: this user's, made by its first turn.
+      conversationId,
+      create: true,
       input: [userMessage(request.text, [])],
       userText: request.text,
       model,
       // A2A messages carry no system prompt: the server's applies.
-      instructions: resolveSystemPrompt(rt, undefined, "system_prompt").text,
-      params: serverToolParams(rt.config, request.vectorStoreIds),
-      retrieval: { question: request.text, vectorStoreIds: request.vectorStoreIds },
+      systemPrompt: resolveSystemPrompt(rt, undefined, "system_prompt"),
+      params: tools.params,
+      mcpServers: tools.mcpServers,
+      retrieval: { vectorStoreIds: request.vectorStoreIds ?? null },
       generateTopicSummary: true,
-      // tasks/cancel interrupts the turn through its conversation, not /v1/streaming_query/interrupt.
-      interruptible: false,
       streaming: true,
-    };
+      transcript: false,
+    });
+    // A model the message names is checked before the task opens, so a wrong one is invalid params
+    // rather than a failed task (the turn chooses again, with the conversation's history in view).
+    if (model.model) await chooseModel(rt, model, null);
+    return plan;
   }
 }
 
@@ -230,26 +239,26 @@ function taskIds(request: SendRequest): TaskIds {
  * the task. Runs to the end even when the client that sent the message has gone (the task can be
  * resubscribed); stops the turn when the DO says the task has ended (canceled, timed out).
  */
-export async function runTask(deps: TurnDeps, stub: A2AContextApi, ids: TaskIds, request: TurnRequest): Promise<void> {
-  let turn: RunningTurn;
+export async function runTask(env: Env, stub: A2AContextApi, ids: TaskIds, plan: TurnPlan): Promise<void> {
+  let turn: StartedTurn;
   try {
-    turn = await startTurn(deps, request);
+    turn = await startTurn(env, plan);
   } catch (error) {
     const failure = error instanceof ApiError ? error : errors.internal();
-    if (failure !== error) console.error("A2A task could not start its turn", error);
+    if (failure !== error) log.error("A2A task could not start its turn", error);
     await stub.appendEvent(ids.taskId, failedUpdate(ids, `${failure.response}: ${failure.cause}`, { status_code: failure.status }));
     return;
   }
   try {
-    if (!(await stub.turnStarted(ids.taskId, turn.requestId))) {
+    if (!(await stub.turnStarted(ids.taskId, turn.head.requestId))) {
       await turn.events.cancel("the task has ended");
       return;
     }
-    const events = turn.events.pipeThrough(turnToA2A(ids, { model: turn.model.model.identifier, conversationId: turn.conversationId }));
+    const events = turn.events.pipeThrough(turnToA2A(ids, { model: turn.head.model.identifier, conversationId: turn.head.conversationId }));
     // Leaving the loop early cancels the turn's stream, which makes the engine abort the backend call.
     for await (const event of events) if (!(await stub.appendEvent(ids.taskId, event))) break;
   } catch (error) {
-    console.error("A2A task lost its turn", error);
+    log.error("A2A task lost its turn", error);
     await stub.appendEvent(ids.taskId, failedUpdate(ids, "Internal server error: the task's turn broke off")).catch(() => undefined);
   }
 }
@@ -261,19 +270,4 @@ async function rpc<T>(body: () => Promise<T>): Promise<T> {
   } catch (error) {
     throw toA2AError(error);
   }
-}
-
-/** The lines of an NDJSON byte stream. */
-async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string, void, undefined> {
-  let buffer = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-    buffer += chunk;
-    let end: number;
-    while ((end = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, end);
-      buffer = buffer.slice(end + 1);
-      if (line) yield line;
-    }
-  }
-  if (buffer) yield buffer;
 }

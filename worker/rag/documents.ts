@@ -3,29 +3,8 @@
 import type { Config } from "../config/schema.ts";
 import { findStore, knowledgeSources, toClientStoreId, type KnowledgeStore } from "./knowledge.ts";
 
-export type AttributeValue = string | number | boolean;
-
-export interface ChunkAttributes {
-  [key: string]: AttributeValue;
-  /** "" when the store's attributes name no URL. */
-  doc_url: string;
-  document_id: string;
-}
-
-export interface RagChunk {
-  content: string;
-  /** The client's id of the store the chunk came from. */
-  source: string;
-  score: number;
-  attributes: ChunkAttributes;
-}
-
-export interface ReferencedDocument {
-  doc_url: string | null;
-  doc_title: string | null;
-  source: string;
-  document_id: string;
-}
+export type { AttributeValue, ChunkAttributes, RagChunk, ReferencedDocument } from "../domain/conversation.ts";
+import type { AttributeValue, RagChunk, ReferencedDocument } from "../domain/conversation.ts";
 
 /** One search result, in the backend's terms. */
 export interface SearchHit {

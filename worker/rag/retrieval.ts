@@ -4,11 +4,13 @@
 // the response's file_search_call items; fileSearchDocuments turns those into the same chunks.
 import type { VectorStoreSearchParams } from "openai/resources/vector-stores/vector-stores";
 import type { Config } from "../config/schema.ts";
+import { apiBackend } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
 import { findStore, knowledgeSources, toBackendStoreId, type KnowledgeStore } from "./knowledge.ts";
 import { retrievedFromHit, uniqueDocuments, type AttributeValue, type RagChunk, type ReferencedDocument, type Retrieved } from "./documents.ts";
 import { rerank } from "./rerank.ts";
 import { DEFAULT_SOLR, parseBooleanQuery, searchFilter, type SearchFilter, type SolrMode, type SolrQuery } from "./solr.ts";
+import { log } from "../log.ts";
 
 export type { RagChunk, ReferencedDocument } from "./documents.ts";
 
@@ -66,7 +68,7 @@ function inlineStores(config: Config, vectorStoreIds: readonly string[] | null |
   return stores.filter((store) => wanted.has(store.vectorDbId));
 }
 
-async function searchStore(rt: Pick<Runtime, "config" | "backend">, store: KnowledgeStore, question: string, solr: SolrQuery): Promise<Retrieved[]> {
+async function searchStore(rt: Pick<Runtime, "config" | "backends">, store: KnowledgeStore, question: string, solr: SolrQuery): Promise<Retrieved[]> {
   const params: VectorStoreSearchParams & { search_mode?: string } = {
     query: question,
     max_num_results: Math.min(store.fetchLimit, MAX_SEARCH_RESULTS),
@@ -80,7 +82,7 @@ async function searchStore(rt: Pick<Runtime, "config" | "backend">, store: Knowl
     if (filters) params.filters = filters;
     params.search_mode = BACKEND_SEARCH_MODES[solr.mode];
   }
-  const page = await rt.backend.vectorStores.search(store.vectorDbId, params);
+  const page = await apiBackend(rt.backends, "vector_stores").client.vectorStores.search(store.vectorDbId, params);
   return page.data.map((result) =>
     retrievedFromHit(
       rt.config,
@@ -103,7 +105,7 @@ async function searchStore(rt: Pick<Runtime, "config" | "backend">, store: Knowl
  * the results by score, reranks them when the reranker is enabled and keeps the configured maximum.
  * A store that fails is skipped with a warning: a turn without some context beats no answer.
  */
-export async function inlineRetrieval(rt: Pick<Runtime, "config" | "backend">, request: InlineRetrievalRequest): Promise<Retrieval> {
+export async function inlineRetrieval(rt: Pick<Runtime, "config" | "backends">, request: InlineRetrievalRequest): Promise<Retrieval> {
   const stores = inlineStores(rt.config, request.vectorStoreIds);
   if (stores.length === 0 || request.question.trim() === "") return nothing();
   const solr = request.solr ?? DEFAULT_SOLR;
@@ -111,7 +113,7 @@ export async function inlineRetrieval(rt: Pick<Runtime, "config" | "backend">, r
   const merged: Retrieved[] = [];
   settled.forEach((outcome, index) => {
     if (outcome.status === "fulfilled") merged.push(...outcome.value);
-    else console.warn(`inline RAG: skipping store ${stores[index]!.ragId}: ${describeFailure(outcome.reason)}`);
+    else log.warn(`inline RAG: skipping store ${stores[index]!.ragId}: ${describeFailure(outcome.reason)}`);
   });
   // Array.prototype.sort is stable: equal scores keep store order, then each store's own ranking.
   merged.sort((a, b) => b.chunk.score - a.chunk.score);
@@ -124,7 +126,7 @@ export async function inlineRetrieval(rt: Pick<Runtime, "config" | "backend">, r
       const byChunk = new Map(merged.map((entry) => [entry.chunk, entry]));
       ordered = rerank(request.question, merged.map((entry) => entry.chunk)).map((chunk) => byChunk.get(chunk)!);
     } catch (error) {
-      console.warn(`inline RAG: reranking failed, keeping the stores' order: ${describeFailure(error)}`);
+      log.warn(`inline RAG: reranking failed, keeping the stores' order: ${describeFailure(error)}`);
     }
   }
   const kept = ordered.slice(0, settings.maxChunks);
@@ -138,7 +140,7 @@ const rerankerNoted = new WeakSet<Config>();
 function noteLexicalReranker(config: Config, model: string): void {
   if (rerankerNoted.has(config)) return;
   rerankerNoted.add(config);
-  console.info(`inline RAG: reranker model ${model} cannot run in a Worker; reranking lexically (BM25) instead`);
+  log.info(`inline RAG: reranker model ${model} cannot run in a Worker; reranking lexically (BM25) instead`);
 }
 
 function describeFailure(reason: unknown): string {

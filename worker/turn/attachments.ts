@@ -2,8 +2,8 @@
 // fields to responses fields). A YAML attachment with `kind` and `metadata.name` is a named
 // resource: its file is named after it and the model is told what it is.
 import { parse } from "yaml";
-import { z } from "zod";
-import type { Item } from "../../durable-objects/conversation-do.ts";
+import * as z from "zod";
+import type { Item } from "../domain/conversation.ts";
 
 export const ATTACHMENT_TYPES = ["alert", "api object", "configuration", "error message", "event", "log", "stack trace"] as const;
 export const ATTACHMENT_CONTENT_TYPES = ["text/plain", "application/json", "application/yaml", "application/xml"] as const;

@@ -1,27 +1,39 @@
-// Which conversation a turn belongs to, with SPEC's identifier rules. Whether it exists and whose
-// it is, the conversation's Durable Object answers when the turn begins (404 / 403).
+// Which conversation a turn belongs to, with SPEC's identifier rules. Whether it exists and whose it
+// is, the conversation's Durable Object answers when the turn begins (404 / 403).
 import { errors } from "../errors.ts";
-import type { AuthContext } from "../auth/types.ts";
-import type { ConversationRecord, Store } from "../storage/store.ts";
-import { isNormalizedId, newConversationId } from "./conversation-id.ts";
-import { conversationForbidden } from "./engine.ts";
+import type { Store } from "../storage/store.ts";
+import { conversationOfResponse, isNormalizedId, newConversationId, normalizeAnyForm } from "./conversation-id.ts";
 
 export interface ConversationTarget {
-  id: string;
-  isNew: boolean;
+  conversationId: string;
+  create: boolean;
+  /** Continue from this response: the conversation's latest, else a fork from there. */
+  previousResponseId?: string;
 }
 
-/** A normalized id continues a conversation; none starts a new one; anything else is not found. */
+/** Query endpoints: a normalized id continues a conversation; none starts one; anything else is not found. */
 export function targetConversation(id: string | null | undefined): ConversationTarget {
-  if (id === null || id === undefined) return { id: newConversationId(), isNew: true };
+  if (id === null || id === undefined) return { conversationId: newConversationId(), create: true };
   if (!isNormalizedId(id)) throw errors.notFound("Conversation", id);
-  return { id, isNew: false };
+  return { conversationId: id, create: false };
 }
 
-/** The record of a conversation the user owns: 404 when the id is malformed or unknown, 403 when another user's. */
-export async function ownedConversation(store: Store, auth: AuthContext, id: string): Promise<ConversationRecord> {
-  const record = isNormalizedId(id) ? await store.conversations.get(id) : null;
-  if (!record) throw errors.notFound("Conversation", id);
-  if (record.userId !== auth.userId) throw conversationForbidden(auth.userId, id);
-  return record;
+/** SPEC "Conversation continuity (responses endpoint)": by conversation (either form), by previous response, or new. */
+export async function responsesConversation(
+  store: Store,
+  request: { conversation?: string | null; previous_response_id?: string | null },
+): Promise<ConversationTarget> {
+  if (request.conversation) {
+    const id = normalizeAnyForm(request.conversation);
+    if (!id) throw errors.notFound("Conversation", request.conversation);
+    return { conversationId: id, create: false };
+  }
+  const previous = request.previous_response_id;
+  if (previous) {
+    // Parley's response ids name their conversation; those of earlier releases are in the record store.
+    const id = conversationOfResponse(previous) ?? (await store.responses.get(previous))?.conversationId;
+    if (!id) throw errors.notFound("Response", previous);
+    return { conversationId: id, create: false, previousResponseId: previous };
+  }
+  return { conversationId: newConversationId(), create: true };
 }

@@ -1,80 +1,48 @@
-// The models clients may use: the backend's /v1/models, narrowed by configured providers'
-// allowed_models, and the selection rules of SPEC (request → conversation → default → first LLM).
+// The models clients may use, and the selection rules of SPEC (request → conversation → default →
+// first LLM).
+import { listProviderModels, type ModelsListing } from "../backends/provider-models.ts";
 import { errors } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
 import { backendError } from "./backend-errors.ts";
+import type { ModelInfo } from "../domain/conversation.ts";
 
-export interface ModelInfo {
-  identifier: string;
-  metadata: Record<string, unknown>;
-  api_model_type: string;
-  provider_id: string;
-  type: "model";
-  provider_resource_id: string;
-  model_type: string;
+export type { ModelInfo } from "../domain/conversation.ts";
+
+/**
+ * The models clients may use: every backend's (worker/backends/provider-models.ts). Turns may use a
+ * list up to 30 s old; `fresh` asks now (GET /v1/models reflects the backends as they are). Only
+ * when no backend could be listed is it a failure (SPEC's 503): a provider that is down fails only
+ * its own models.
+ */
+export async function listModels(rt: Runtime, options: { fresh?: boolean } = {}): Promise<ModelInfo[]> {
+  return usableModels(await listProviderModels(rt.backends, options));
 }
 
-/** Models change rarely; re-reading them on every turn would add a backend round-trip to each. */
-const MODELS_TTL_MS = 30_000;
-const cache = new WeakMap<Runtime, { at: number; models: Promise<ModelInfo[]> }>();
-
-export function listModels(rt: Runtime): Promise<ModelInfo[]> {
-  const hit = cache.get(rt);
-  if (hit && Date.now() - hit.at < MODELS_TTL_MS) return hit.models;
-  const models = fetchModels(rt);
-  cache.set(rt, { at: Date.now(), models });
-  models.catch(() => cache.delete(rt));
-  return models;
+/** A listing's models; SPEC's 503 when no backend could be listed. */
+export function usableModels(listing: ModelsListing): ModelInfo[] {
+  if (listing.providers.every((provider) => provider.cause !== null)) throw backendError(listing.providers[0]!.error);
+  return listing.models;
 }
 
-async function fetchModels(rt: Runtime): Promise<ModelInfo[]> {
-  let data: Array<Record<string, unknown>>;
-  try {
-    const page = await rt.backend.models.list();
-    data = page.data as unknown as Array<Record<string, unknown>>;
-  } catch (error) {
-    throw backendError(error);
-  }
-  const allowed = new Map<string, string[]>();
-  for (const provider of rt.config.inference?.providers ?? []) {
-    if (provider.allowed_models) allowed.set(provider.type, provider.allowed_models);
-  }
-  return data.map(toModelInfo).filter((model) => {
-    const only = allowed.get(model.provider_id);
-    return !only || only.includes(model.provider_resource_id) || only.includes(model.identifier);
-  });
-}
-
-/** Llama Stack reports provider and type in custom_metadata; plain OpenAI-compatible servers do not. */
-function toModelInfo(raw: Record<string, unknown>): ModelInfo {
-  const id = String(raw.id);
-  const meta = (raw.custom_metadata ?? raw.metadata ?? {}) as Record<string, unknown>;
-  const slash = id.indexOf("/");
-  const provider = typeof meta.provider_id === "string" ? meta.provider_id : slash > 0 ? id.slice(0, slash) : String(raw.owned_by ?? "backend");
-  const resource =
-    typeof meta.provider_resource_id === "string" ? meta.provider_resource_id : slash > 0 ? id.slice(slash + 1) : id;
-  const modelType = typeof meta.model_type === "string" ? meta.model_type : /embed/i.test(id) ? "embedding" : "llm";
-  const metadata = Object.fromEntries(
-    Object.entries(meta).filter(([key]) => !["provider_id", "provider_resource_id", "model_type"].includes(key)),
-  );
-  return {
-    identifier: id,
-    metadata,
-    api_model_type: modelType,
-    provider_id: provider,
-    type: "model",
-    provider_resource_id: resource,
-    model_type: modelType,
-  };
-}
-
-/** Finds a model by provider and name; the name may be the provider's resource id or the full identifier. */
+/**
+ * The model a client or the configuration names. With a provider (the query endpoints send both),
+ * that provider's model by its name or full id. Without one, `name` is tried as an exact model id
+ * first (ids such as meta-llama/Llama-3.1-8B contain a slash themselves), then as `provider/model`
+ * split on the first slash, the provider being the one /v1/models reports (so "openai/gpt-4o-mini"
+ * finds a backend model listed as "gpt-4o-mini" owned by openai), then as a bare model name.
+ */
 export function findModel(models: ModelInfo[], provider: string | undefined, name: string): ModelInfo | undefined {
-  return models.find(
-    (m) =>
-      (provider === undefined || m.provider_id === provider) &&
-      (m.identifier === name || m.provider_resource_id === name || m.identifier === `${provider}/${name}`),
-  );
+  const named = (m: ModelInfo, model: string, from: string) =>
+    m.provider_id === from && (m.provider_resource_id === model || m.identifier === model || m.identifier === `${from}/${model}`);
+  if (provider !== undefined) return models.find((m) => named(m, name, provider));
+  const exact = models.find((m) => m.identifier === name);
+  if (exact) return exact;
+  const slash = name.indexOf("/");
+  if (slash > 0) {
+    const split = models.find((m) => named(m, name.slice(slash + 1), name.slice(0, slash)));
+    if (split) return split;
+  }
+  return models.find((m) => m.provider_resource_id === name);
 }
 
 export interface ModelChoice {

@@ -2,7 +2,7 @@
 // so a misspelt field is a 422 rather than silently ignored; the items, parts and tools inside it
 // are loose because the OpenAI SDKs add fields of their own (annotations, ids, newer options) that
 // the backend understands and we pass through.
-import { z } from "zod";
+import * as z from "zod";
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks

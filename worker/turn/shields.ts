@@ -5,8 +5,9 @@
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { ShieldConfig } from "../config/schema.ts";
 import { errors } from "../errors.ts";
+import { apiBackend, unservedApiError } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
-import type { Item } from "../../durable-objects/conversation-do.ts";
+import type { Item } from "../domain/conversation.ts";
 import { backendError } from "./backend-errors.ts";
 import { randomHex } from "./conversation-id.ts";
 
@@ -36,12 +37,13 @@ export interface ShieldVerdict {
 export async function moderate(rt: Runtime, shields: ShieldConfig[], text: string): Promise<ShieldVerdict | null> {
   for (const shield of shields) {
     let flagged: boolean;
+    const backend = apiBackend(rt.backends, "moderations", shield.provider_id);
     try {
-      const result = await rt.backend.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) });
+      const result = await backend.client.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) });
       flagged = result.results.some((entry) => entry.flagged);
     } catch (error) {
       // A shield that cannot run must not let the input through unchecked.
-      throw backendError(error);
+      throw unservedApiError(error, "moderations", backend) ?? backendError(error);
     }
     if (flagged) return { shield: shield.name, refusal: shield.message ?? DEFAULT_REFUSAL };
   }

@@ -1,81 +1,93 @@
 // Which tools a turn offers the model (SPEC "Responses endpoint rules" 4 and 5): the server's own
-// (file_search over the configured tool stores, the configured MCP servers) unless the client
-// sends its own; with `X-SVC-Merge-Server-Tools: true`, the client's first and then the server's.
-import type { Config, McpServerConfig } from "../config/schema.ts";
+// (file_search over the configured tool stores, the MCP servers of the configuration and of the
+// registry) unless the client sends its own; with `X-SVC-Merge-Server-Tools: true`, the client's
+// first and then the server's. MCP tools, the server's and the client's, are run by the gateway
+// (tool-loop.ts): the backend receives the others only.
+import type { Config } from "../config/schema.ts";
+import type { BackendParams } from "../domain/conversation.ts";
+import type { McpServer } from "../domain/mcp.ts";
 import { errors } from "../errors.ts";
+import { clientMcpServer } from "../mcp/servers.ts";
 import { knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
-import type { BackendParams } from "./engine.ts";
+import type { PlanContext } from "./plan.ts";
 import type { Tool } from "./responses-request.ts";
 
 /** How many results file_search returns to the model (SPEC "Limits": tool RAG chunks). */
 const TOOL_RAG_RESULTS = 10;
 
 export interface TurnTools {
-  /** Tools as the backend receives them (backend store ids). */
+  /** The request's tools, then the server's file_search when it applies (backend store ids). */
   tools: Tool[];
-  /** Labels of server-deployed MCP servers among them; their events and definitions stay internal. */
+  /** The MCP servers the gateway runs for the turn: the client's `mcp` tools, then the server's. */
+  mcpServers: McpServer[];
+  /** Labels of server-deployed MCP servers: their events stay out of streams (SPEC rule 5). */
   serverMcpLabels: Set<string>;
 }
 
-export function serverTools(config: Config, vectorStoreIds?: string[] | null): Tool[] {
-  const tools: Tool[] = [];
+/** The server's file_search tool, over the tool stores (or the request's). */
+function serverFileSearch(config: Config, vectorStoreIds?: string[] | null): Tool[] {
   const stores = vectorStoreIds ?? knowledgeSources(config).tool;
-  if (stores.length > 0) {
-    tools.push({
-      type: "file_search",
-      vector_store_ids: stores.map((id) => toBackendStoreId(config, id)),
-      max_num_results: TOOL_RAG_RESULTS,
-    });
-  }
-  for (const server of config.mcp_servers) tools.push(mcpTool(server));
-  return tools;
+  if (stores.length === 0) return [];
+  return [{ type: "file_search", vector_store_ids: stores.map((id) => toBackendStoreId(config, id)), max_num_results: TOOL_RAG_RESULTS }];
 }
 
-/** The server's tools as backend request fields; none at all when there are none. */
-export function serverToolParams(config: Config, vectorStoreIds?: string[] | null): BackendParams {
-  const tools = serverTools(config, vectorStoreIds);
-  return tools.length > 0 ? { tools: tools as NonNullable<BackendParams["tools"]> } : {};
+/** What a backend receives of a turn's tools: all but MCP, which the gateway runs. */
+export function backendTools(tools: Tool[]): BackendParams {
+  const forBackend = tools.filter((tool) => tool.type !== "mcp");
+  return forBackend.length > 0 ? { tools: forBackend as NonNullable<BackendParams["tools"]> } : {};
 }
 
-function mcpTool(server: McpServerConfig): Tool {
-  const policy = server.require_approval;
-  return {
-    type: "mcp",
-    server_label: server.name,
-    server_url: server.url,
-    require_approval:
-      typeof policy === "string" ? policy : { always: { tool_names: policy.always }, never: { tool_names: policy.never } },
-  };
+/** The server's tools for the query endpoints and A2A, which take no tools from the client. */
+export async function serverTools(context: PlanContext, vectorStoreIds?: string[] | null): Promise<{ params: BackendParams; mcpServers: McpServer[] }> {
+  const servers = await context.mcpServers();
+  return { params: backendTools(serverFileSearch(context.rt.config, vectorStoreIds)), mcpServers: servers.servers };
 }
 
 /** The tools of a responses request: the client's (ids translated), the server's, or both merged. */
-export function resolveTools(config: Config, requested: Tool[] | null | undefined, merge: boolean): TurnTools {
-  const server = serverTools(config);
-  const serverLabels = (tools: Tool[]) => new Set(tools.flatMap((tool) => (tool.type === "mcp" ? [tool.server_label] : [])));
-  if (requested === null || requested === undefined) return { tools: server, serverMcpLabels: serverLabels(server) };
+export async function resolveTools(context: PlanContext, requested: Tool[] | null | undefined, merge: boolean): Promise<TurnTools> {
+  const config = context.rt.config;
+  const serverSide = async () => {
+    const servers = await context.mcpServers();
+    return {
+      fileSearch: serverFileSearch(config),
+      servers: servers.servers,
+      // A client tool may not take the name of a server the caller lacks credentials for either.
+      labels: new Set([...servers.servers.map((server) => server.name), ...servers.skipped.map((server) => server.name)]),
+    };
+  };
+  if (requested === null || requested === undefined) {
+    const server = await serverSide();
+    return { tools: server.fileSearch, mcpServers: server.servers, serverMcpLabels: new Set(server.servers.map((s) => s.name)) };
+  }
 
   const client = requested.map((tool) =>
     tool.type === "file_search" ? { ...tool, vector_store_ids: tool.vector_store_ids.map((id) => toBackendStoreId(config, id)) } : tool,
   );
-  if (!merge) return { tools: client, serverMcpLabels: new Set() };
+  const clientServers = () =>
+    requested.flatMap((tool, index) =>
+      tool.type === "mcp" ? [clientMcpServer(tool, config.mcp_security.allowed_internal_hosts, `tools[${index}].server_url`)] : [],
+    );
+  if (!merge) return { tools: client, mcpServers: clientServers(), serverMcpLabels: new Set() };
 
-  const labels = serverLabels(server);
+  const server = await serverSide();
   for (const tool of client) {
-    if (tool.type === "mcp" && labels.has(tool.server_label)) {
+    if (tool.type === "mcp" && server.labels.has(tool.server_label)) {
       throw errors.conflict("Tool conflict detected", `client MCP tool server_label '${tool.server_label}' conflicts with a server-configured MCP server`);
     }
-    if (tool.type === "file_search" && server.some((s) => s.type === "file_search")) {
+    if (tool.type === "file_search" && server.fileSearch.length > 0) {
       throw errors.conflict("Tool conflict detected", "client file_search tool conflicts with the server-configured file_search tool");
     }
   }
-  return { tools: [...client, ...server], serverMcpLabels: labels };
+  return {
+    tools: [...client, ...server.fileSearch],
+    mcpServers: [...clientServers(), ...server.servers],
+    serverMcpLabels: new Set(server.servers.map((s) => s.name)),
+  };
 }
 
-/** The tools as a response shows them: no server MCP definitions, client store ids. */
+/** The tools as a response shows them: the client's as sent, the server's file_search; client store ids. */
 export function presentTools(config: Config, turnTools: TurnTools): Tool[] {
-  return turnTools.tools
-    .filter((tool) => !(tool.type === "mcp" && turnTools.serverMcpLabels.has(tool.server_label)))
-    .map((tool) =>
-      tool.type === "file_search" ? { ...tool, vector_store_ids: tool.vector_store_ids.map((id) => toClientStoreId(config, id)) } : tool,
-    );
+  return turnTools.tools.map((tool) =>
+    tool.type === "file_search" ? { ...tool, vector_store_ids: tool.vector_store_ids.map((id) => toClientStoreId(config, id)) } : tool,
+  );
 }

@@ -1,0 +1,74 @@
+// The model call of a turn. `inference_backend.timeout` bounds the wait for every event the backend
+// sends, not only for its first answer: a stream that stalls after some deltas is stopped within the
+// time-out and reported as SPEC's 503, like a backend that never answered. Turn calls are not
+// retried (max_retries is the start-up probe's, SPEC "Limits"): a retry would stretch that bound and
+// could answer a question twice.
+import { APIError } from "openai";
+import type { ResponseCreateParamsBase, ResponseStreamEvent } from "openai/resources/responses/responses";
+import { callModel } from "../backends/model-call.ts";
+import { routeMissing, routeModel } from "../backends/providers.ts";
+import type { ModelInfo } from "../domain/conversation.ts";
+import { ApiError, errors } from "../errors.ts";
+import type { Runtime } from "../runtime.ts";
+import { backendError } from "./backend-errors.ts";
+
+const timedOut = (): ApiError => errors.backendUnavailable("The inference backend did not answer in time.");
+
+/**
+ * Starts the call and resolves once the backend has accepted it (so failures before any output are
+ * plain errors); its events then follow, each within the time-out. `signal` stops it (an interrupt,
+ * a client that went away), which ends the events without an error.
+ */
+export async function startModelCall(
+  rt: Runtime,
+  model: ModelInfo,
+  params: Omit<ResponseCreateParamsBase, "stream">,
+  streaming: boolean,
+  signal: AbortSignal,
+): Promise<AsyncIterable<ResponseStreamEvent>> {
+  const route = routeModel(rt.backends, model);
+  const timeoutMs = route.timeoutMs;
+  const call = new AbortController();
+  const stop = () => call.abort(signal.reason);
+  signal.addEventListener("abort", stop);
+  let timer = setTimeout(() => call.abort(timedOut()), timeoutMs);
+  const done = () => {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", stop);
+  };
+  /** The error to report: the time-out's own when it was the time-out that stopped the call. */
+  const failure = (error: unknown) => {
+    if (call.signal.aborted && call.signal.reason instanceof Error && "status" in call.signal.reason) return call.signal.reason as ApiError;
+    if (route.wire === "responses" && error instanceof APIError && routeMissing(error)) {
+      return new ApiError(501, "Not implemented by the configured providers", `Provider "${route.backend.id}" does not serve the Responses API; set extra.wire: chat`);
+    }
+    return backendError(error, params.model);
+  };
+  const options = { signal: call.signal, maxRetries: 0 };
+  try {
+    const stream = await callModel(rt.backends, route, params, streaming, options);
+    if (!streaming) {
+      done();
+      return stream;
+    }
+    return (async function* events() {
+      try {
+        for await (const event of stream) {
+          clearTimeout(timer);
+          timer = setTimeout(() => call.abort(timedOut()), timeoutMs);
+          yield event;
+        }
+        // The SDK ends an aborted stream quietly: a time-out must still be reported as one.
+        if (!signal.aborted && call.signal.aborted) throw failure(call.signal.reason);
+      } catch (error) {
+        if (signal.aborted) return;
+        throw failure(error);
+      } finally {
+        done();
+      }
+    })();
+  } catch (error) {
+    done();
+    throw failure(error);
+  }
+}

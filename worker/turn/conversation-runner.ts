@@ -1,0 +1,403 @@
+// The conversation's Durable Object as the turn uses it (exported from worker/index.ts as
+// ConversationDO). One call runs a turn from start to end: ownership, order, admission, the model
+// call with the whole history, and the commit, with the answer's events streamed back as they
+// arrive. Whatever a client can do right after an answer (continue, read the conversation,
+// interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
+import { ConversationDurableObject, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
+import type { StoredTurn, TurnEvent, TurnHead, TurnPlan, TurnResult, TurnStart, TurnStatus, WireError } from "../domain/conversation.ts";
+import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
+import { ApiError, errors } from "../errors.ts";
+import { log } from "../log.ts";
+import { recordDeliveryFailure, recordValidationError } from "../metrics/recorder.ts";
+import { admitQuotas, quotaCounters, remaining, settleQuotas, type QuotaCounter } from "../quota/quotas.ts";
+import { loadRuntime, type Runtime } from "../runtime.ts";
+import { openStore } from "../storage/open-store.ts";
+import type { ConversationRecord } from "../storage/store.ts";
+import { conversationOfRequest, newConversationId, newResponseId } from "./conversation-id.ts";
+import type { Collected } from "./collect.ts";
+import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type OpenAnswer, type PreparedTurn } from "./run.ts";
+import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
+import { generateTopicSummary } from "./topic-summary.ts";
+
+/** The abort reason of an interrupt (POST /v1/streaming_query/interrupt, A2A tasks/cancel). */
+export const INTERRUPTED = "interrupted";
+
+type Entry =
+  | { kind: "record"; payload: ConversationRecord; key: "record" }
+  | { kind: "tokens"; payload: { turnKey: string; userId: string; provider: string; model: string; inputTokens: number; outputTokens: number } }
+  | { kind: "quota-settle"; payload: { counters: QuotaCounter[]; reservationId: string; tokens: number } }
+  | { kind: "quota-register"; payload: { limiter: string; subject: string; nextResetAt: number } }
+  | { kind: "transcript"; payload: TranscriptInput }
+  | { kind: "stream-unregister"; payload: { requestId: string } };
+
+const wire = (error: ApiError): WireError => ({ status: error.status, response: error.response, cause: error.cause, headers: error.headers });
+const refuse = (error: ApiError): TurnStart => ({ ok: false, error: wire(error) });
+
+function approvalError(check: Extract<ApprovalCheck, { ok: false }>): ApiError {
+  if (check.reason === "not_found") return errors.approvalNotFound(check.id);
+  if (check.reason === "decided") return errors.approvalDecided(check.id);
+  return errors.approvalNotLatest(check.id);
+}
+
+/** The Worker's environment with the configuration document a turn names. */
+function runtimeEnv(env: Env, configText: string | null): Env {
+  return configText === (env.PARLEY_CONFIG ?? null) ? env : { ...env, PARLEY_CONFIG: configText ?? undefined };
+}
+
+export class ConversationDO extends ConversationDurableObject {
+  /** The configuration of the latest turn, which the outbox delivers with (the Worker's own after a restart). */
+  private configText: string | null = null;
+
+  /** Runs a turn (see TurnStart): the one call the Worker makes for it. */
+  async runTurn(plan: TurnPlan): Promise<TurnStart> {
+    this.configText = plan.configText;
+    const loaded = await loadRuntime(runtimeEnv(this.env, plan.configText));
+    if (!loaded.ok) return refuse(errors.configNotLoaded());
+    try {
+      return await this.run(loaded.runtime, plan);
+    } catch (error) {
+      if (error instanceof ApiError) return refuse(error);
+      log.error("conversation turn failed before it started", error);
+      return refuse(errors.internal());
+    }
+  }
+
+  /** Whether the conversation exists and is the caller's. */
+  async checkAccess(userId: string): Promise<ConversationAccess> {
+    return this.access(userId);
+  }
+
+  /** Stops a running turn of this conversation; whether it was running here and the caller's. */
+  async interrupt(requestId: string, userId: string): Promise<ConversationAccess> {
+    return this.interruptRunning(requestId, userId, INTERRUPTED);
+  }
+
+  /** The conversation as its views show it; null when it does not exist, "forbidden" when not the caller's. */
+  async describe(userId: string, mayReadOthers: boolean): Promise<{ createdAt: string; topicSummary: string | null; turns: StoredTurn[] } | "not_found" | "forbidden"> {
+    const access = this.access(userId, mayReadOthers);
+    if (access !== "ok") return access;
+    return { createdAt: this.createdAt(), topicSummary: this.meta("topic_summary"), turns: this.turns() };
+  }
+
+  /** Sets the topic summary (PUT on the conversation); the record store follows through the outbox. */
+  async setTopicSummary(conversationId: string, userId: string, mayUpdateOthers: boolean, summary: string): Promise<ConversationAccess> {
+    const access = this.access(userId, mayUpdateOthers);
+    if (access !== "ok") return access;
+    this.setMeta("topic_summary", summary);
+    await this.enqueueNow([this.recordEntry(conversationId)]);
+    return "ok";
+  }
+
+  /** Deletes the conversation (after which the caller removes its record). */
+  async destroy(userId: string, mayDeleteOthers: boolean): Promise<ConversationAccess> {
+    const access = this.access(userId, mayDeleteOthers);
+    if (access !== "ok") return access;
+    await this.erase();
+    return "ok";
+  }
+
+  private async run(rt: Runtime, plan: TurnPlan): Promise<TurnStart> {
+    const userId = plan.auth.userId;
+    const access = this.access(userId, plan.auth.mayUseOthers);
+    if (access === "forbidden") return refuse(errors.conversationForbidden(userId, plan.conversationId));
+    if (access === "not_found") {
+      if (!plan.create) return refuse(errors.notFound("Conversation", plan.conversationId));
+      this.create(userId, plan.seed);
+    }
+
+    const release = await this.takeTurn();
+    let released = false;
+    const releaseOnce = () => {
+      if (!released) release();
+      released = true;
+    };
+    try {
+      // Deleted while this turn waited for its slot.
+      if (this.owner() === null) return refuse(errors.notFound("Conversation", plan.conversationId));
+      if (plan.previousResponseId) {
+        const fork = this.forkFrom(plan);
+        if (fork) {
+          releaseOnce();
+          return await fork;
+        }
+      }
+      return await this.start(rt, plan, releaseOnce);
+    } finally {
+      // A turn that started releases its slot when it ends; one that did not, here.
+      if (!this.running.has(plan.requestId)) releaseOnce();
+    }
+  }
+
+  private readonly running = new Set<string>();
+
+  /**
+   * previous_response_id naming this conversation's latest answer continues it; naming an older one
+   * forks: a new conversation, seeded with the history up to that answer, takes the turn.
+   */
+  private forkFrom(plan: TurnPlan): Promise<TurnStart> | null {
+    const turns = this.turns();
+    const latest = turns.findLast((turn) => turn.status === "completed")?.responseId ?? null;
+    if (latest === plan.previousResponseId) return null;
+    const upTo = turns.findIndex((turn) => turn.responseId === plan.previousResponseId);
+    if (upTo < 0) return Promise.resolve(refuse(errors.notFound("Response", plan.previousResponseId!)));
+    // Approvals answer the latest turn; a fork starts from an earlier one (an answer already used says so first).
+    if (plan.approvals.length > 0) {
+      const checked = this.checkApprovals(plan.approvals, plan.auth.userId);
+      return Promise.resolve(refuse(checked.ok ? errors.approvalNotLatest(plan.approvals[0]!.id) : approvalError(checked)));
+    }
+    const forkId = newConversationId();
+    return this.env.CONVERSATION.getByName(forkId).runTurn({
+      ...plan,
+      conversationId: forkId,
+      create: true,
+      previousResponseId: null,
+      seed: turns.slice(0, upTo + 1),
+    }) as Promise<TurnStart>;
+  }
+
+  private async start(rt: Runtime, plan: TurnPlan, release: () => void): Promise<TurnStart> {
+    const { requestId } = plan;
+    const userId = plan.auth.userId;
+    const model = await chooseTurnModel(rt, plan, this.lastUsed());
+    const summary = this.summary();
+    let history = summary ? compactedHistory(this.turns(), summary) : this.historyItems();
+
+    // Sizes are measured only when a quota or a context window asks for them.
+    const counters = quotaCounters(rt.config, userId);
+    const window = contextWindow(rt, model.model);
+    const ownBytes = utf8Bytes(plan.instructions) + utf8Bytes(JSON.stringify(plan.input));
+    const historyBytes = () => (summary || history !== this.historyItems() ? utf8Bytes(JSON.stringify(history)) : this.historyBytes());
+    let inputBytes = counters.length > 0 || window !== undefined ? ownBytes + historyBytes() : 0;
+    // Compaction (README "Conversations"): older turns summarised in place of themselves, this turn holding the conversation.
+    let compacted = false;
+    if (window !== undefined && compactionDue(rt.config.compaction, window, estimateTokens(inputBytes))) {
+      const result = await compact(rt, model.model, this.turns(), summary, window, estimateTokens(ownBytes));
+      if (result instanceof ApiError) return refuse(result);
+      if (result) {
+        this.setMeta("summary", JSON.stringify(result.summary));
+        history = result.history;
+        inputBytes = ownBytes + historyBytes();
+        compacted = true;
+      }
+    }
+    const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
+    if (tooLong) return refuse(tooLong);
+
+    // Admitted against what is left at the moment the turn really starts, reserving its estimate.
+    const admission = counters.length > 0 ? await admitQuotas(this.env, counters, requestId, estimateTokens(inputBytes)) : { admitted: {}, created: [] };
+    if (admission instanceof ApiError) return refuse(admission);
+    const settled = (tokens: number): Entry[] => [
+      ...(counters.length > 0 ? [{ kind: "quota-settle" as const, payload: { counters, reservationId: requestId, tokens } }] : []),
+      ...admission.created.map((created) => ({ kind: "quota-register" as const, payload: created })),
+    ];
+
+    const abort = new AbortController();
+    const startedAt = new Date().toISOString();
+    this.startRunning(
+      {
+        requestId,
+        userId,
+        startedAt,
+        provider: model.model.provider_id,
+        model: model.model.provider_resource_id,
+        input: plan.input,
+        userText: plan.userText,
+        // Restarted mid-turn: what the input was estimated at is charged; the answer's size is unknown.
+        afterwards: settled(estimateTokens(inputBytes)) as OutboxEntry[],
+      },
+      abort,
+    );
+    this.running.add(requestId);
+    const legacyStream = plan.endpoint === "/v1/streaming_query" && conversationOfRequest(requestId) === null;
+    let prepared: PreparedTurn | null = null;
+    let answer: OpenAnswer;
+    const recordCall = modelCallRecorder(this.env, this.ctx, plan, model.model);
+    const gated: NewApproval[] = [];
+    const approvals = rt.config.approvals;
+    try {
+      const checked = plan.approvals.length > 0 ? this.checkApprovals(plan.approvals, userId) : { ok: true as const, decisions: [] };
+      if (!checked.ok) throw approvalError(checked);
+      prepared = await prepareTurn(rt, plan, model);
+      if (legacyStream) await this.registerLegacyStream(rt, plan);
+      answer = await openAnswer(rt, plan, prepared, history, abort.signal, {
+        resumed: checked.decisions,
+        claimApproved: (id) => this.claimApproval(id),
+        ranApproved: (id, item) => this.keepApprovalOutcome(id, item),
+        gated: (request) =>
+          gated.push({ request, userId, expiresAt: Date.now() + approvals.approval_timeout_seconds * 1000, retainMs: approvals.approval_retention_days * 86_400_000 }),
+      });
+    } catch (error) {
+      // Nothing reached the backend: the turn is not recorded, and its reservation is returned.
+      if (prepared && !prepared.verdict) recordCall(false);
+      this.running.delete(requestId);
+      this.abandonRunning(requestId, settled(0) as OutboxEntry[]);
+      throw error;
+    }
+    if (prepared.verdict) recordValidationError(this.env, this.ctx, plan.endpoint);
+    const ready = prepared;
+
+    const head: TurnHead = {
+      conversationId: plan.conversationId,
+      requestId,
+      responseId: newResponseId(plan.conversationId),
+      model: model.model,
+      modelRequested: model.requested,
+      inlineChunks: ready.retrieval.chunks,
+    };
+    const topic = plan.create && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null ? generateTopicSummary(rt, model.model, plan.userText) : null;
+
+    /** Records the turn with what must follow it, lets the next one begin, and reports it. */
+    const finish = (collected: Collected): TurnResult => {
+      const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
+      const outcome = turnOutcome(rt, plan, ready, status, collected, head.responseId, inputBytes);
+      const tokens = outcome.tokens.input + outcome.tokens.output;
+      if (!ready.verdict) recordCall(status !== "failed", outcome.tokens);
+      const entries = settled(tokens);
+      if (rt.config.quota_handlers.enable_token_history && tokens > 0) {
+        entries.push({ kind: "tokens", payload: { turnKey: requestId, userId, provider: outcome.turn.provider, model: outcome.turn.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output } });
+      }
+      if (legacyStream) entries.push({ kind: "stream-unregister", payload: { requestId } });
+      if (plan.transcript && rt.config.user_data_collection.transcripts_enabled && (status === "completed" || status === "blocked")) {
+        entries.push({ kind: "transcript", payload: transcriptOf(plan, outcome) });
+      }
+      let saved = true;
+      try {
+        // A failed turn leaves the approvals it answered usable, for the client to send again.
+        const answered = status === "failed" ? [] : plan.approvals;
+        if (this.commitTurn({ ...outcome.turn, requestId, startedAt }, entries as OutboxEntry[], { created: gated, answered })) {
+          this.enqueue([this.recordEntry(plan.conversationId)]);
+        }
+      } catch (error) {
+        // An answer whose turn could not be saved is not reported as a success.
+        log.error("could not commit a turn", error);
+        saved = false;
+      } finally {
+        this.running.delete(requestId);
+        release();
+      }
+      if (topic) void this.recordTopic(plan.conversationId, topic);
+      const error = saved ? collected.error : errors.internal("the answer could not be saved");
+      return {
+        status: saved ? status : "failed",
+        response: collected.response,
+        text: collected.text,
+        inputTokens: outcome.tokens.input,
+        outputTokens: outcome.tokens.output,
+        summary: outcome.turn.summary,
+        error: error ? wire(error) : null,
+        availableQuotas: remaining(admission.admitted, tokens),
+        ragChunks: outcome.ragChunks,
+        referencedDocuments: outcome.referencedDocuments,
+      };
+    };
+
+    if (!plan.streaming) {
+      const collected = await readAnswer(rt, plan, ready, answer, abort.signal, async () => undefined);
+      return { ok: true, head, result: finish(collected) };
+    }
+
+    // A stream: its events go back as NDJSON lines while the turn runs, `finished` last. A reader
+    // that has gone (the client disconnected) stops the backend call; the turn is then incomplete.
+    const channel = new TransformStream<Uint8Array, Uint8Array>();
+    const writer = channel.writable.getWriter();
+    const encoder = new TextEncoder();
+    let readerGone = false;
+    const send = async (line: TurnEvent) => {
+      if (readerGone) return;
+      try {
+        await writer.write(encoder.encode(`${JSON.stringify(line)}\n`));
+      } catch {
+        readerGone = true;
+        abort.abort("client disconnected");
+      }
+    };
+    void (async () => {
+      if (compacted) await send({ type: "compaction", conversationId: plan.conversationId });
+      const collected = await readAnswer(rt, plan, ready, answer, abort.signal, (event) => send({ type: "backend", event }));
+      await send({ type: "finished", result: finish(collected) });
+      await writer.close().catch(() => undefined);
+    })();
+    return { ok: true, head, events: channel.readable };
+  }
+
+  /** The conversation's summary (compaction), if it has one. */
+  private summary(): ConversationSummary | null {
+    const stored = this.meta("summary");
+    return stored === null ? null : (JSON.parse(stored) as ConversationSummary);
+  }
+
+  /** A new conversation's topic summary, once generated, is kept and goes to the record store. */
+  private async recordTopic(conversationId: string, topic: Promise<string | null>): Promise<void> {
+    const summary = await topic;
+    if (!summary || this.owner() === null || this.meta("topic_summary")) return;
+    this.setMeta("topic_summary", summary);
+    this.enqueue([this.recordEntry(conversationId)]);
+  }
+
+  /** The conversation's record as the list views show it, written whole (latest state wins). */
+  private recordEntry(conversationId: string): OutboxEntry {
+    const turns = this.turns().filter((turn) => turn.status !== "failed");
+    const last = turns.at(-1);
+    const record: ConversationRecord = {
+      id: conversationId,
+      userId: this.owner() ?? "",
+      lastUsedModel: last?.model ?? "",
+      lastUsedProvider: last?.provider ?? "",
+      createdAt: this.createdAt(),
+      lastMessageAt: last?.completedAt ?? this.createdAt(),
+      messageCount: turns.length,
+      topicSummary: this.meta("topic_summary"),
+      lastResponseId: turns.findLast((turn) => turn.responseId !== null)?.responseId ?? null,
+    };
+    return { kind: "record", payload: record, key: "record" };
+  }
+
+  /** Streams of conversations created by earlier releases are found through the record store. */
+  private async registerLegacyStream(rt: Runtime, plan: TurnPlan): Promise<void> {
+    const store = openStore(this.env, rt.config.database);
+    try {
+      await store.streamRequests.register({ requestId: plan.requestId, conversationId: plan.conversationId, userId: plan.auth.userId });
+    } finally {
+      await store.close();
+    }
+  }
+
+  protected override async deliver(entries: OutboxEntry[]): Promise<void> {
+    const loaded = await loadRuntime(runtimeEnv(this.env, this.configText));
+    if (!loaded.ok) throw new Error("the configuration does not load");
+    const rt = loaded.runtime;
+    const store = openStore(this.env, rt.config.database);
+    let current: Entry["kind"] | null = null;
+    try {
+      for (const entry of entries as Entry[]) {
+        current = entry.kind;
+        switch (entry.kind) {
+          case "record":
+            await store.conversations.upsertSnapshot(entry.payload);
+            break;
+          case "tokens":
+            await store.tokenUsage.addOnce(entry.payload);
+            break;
+          case "quota-settle":
+            await settleQuotas(this.env, entry.payload.counters, entry.payload.reservationId, entry.payload.tokens);
+            break;
+          case "quota-register":
+            await store.quotaSubjects.register({ limiter: entry.payload.limiter, subject: entry.payload.subject, nextResetAt: entry.payload.nextResetAt });
+            break;
+          case "transcript":
+            await writeTranscript({ bucket: this.env.DATA, sql: store.sql }, rt.config.user_data_collection, entry.payload);
+            break;
+          case "stream-unregister":
+            await store.streamRequests.remove(entry.payload.requestId);
+            break;
+        }
+      }
+    } catch (error) {
+      // Retried by the outbox with backoff; counted so that an operator sees deliveries failing.
+      if (current) recordDeliveryFailure(this.env, this.ctx, current);
+      throw error;
+    } finally {
+      await store.close();
+    }
+  }
+}
