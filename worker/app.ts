@@ -4,19 +4,39 @@ import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError, errors, renderError } from "./errors.ts";
 import { runtime } from "./middleware.ts";
+import { restApiMetrics } from "./metrics/middleware.ts";
 import type { Runtime } from "./runtime.ts";
 import { a2a } from "./routes/a2a.ts";
 import { conversations } from "./routes/conversations.ts";
+import { docs } from "./routes/docs.ts";
+import { feedback } from "./routes/feedback.ts";
+import { infer } from "./routes/infer.ts";
 import { knowledge } from "./routes/knowledge.ts";
+import { mcp } from "./routes/mcp.ts";
+import { metrics } from "./routes/metrics.ts";
 import { prompts } from "./routes/prompts.ts";
 import { providers } from "./routes/providers.ts";
 import { query } from "./routes/query.ts";
 import { quotas } from "./routes/quotas.ts";
 import { responses } from "./routes/responses.ts";
 import { service } from "./routes/service.ts";
+import { log } from "./log.ts";
 
 export const app = new Hono<AppEnv>();
 
+// Outermost, so it sees every request and its final status, including a configuration that fails to load.
+app.use(restApiMetrics());
+// A URL whose percent-escapes are not UTF-8 (or not escapes) is refused before anything reads it.
+app.use(async function utf8Url(c, next) {
+  const url = c.req.url;
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  try {
+    decodeURIComponent(url.slice(start).replaceAll("+", " "));
+  } catch {
+    return renderError(errors.invalidFormat("the URL is not valid percent-encoded UTF-8"));
+  }
+  return next();
+});
 app.use(runtime());
 /** CORS from service.cors, built once per configuration rather than on every request. */
 const corsHandlers = new WeakMap<Runtime, MiddlewareHandler<AppEnv>>();
@@ -37,14 +57,19 @@ app.use(async function corsFromConfig(c, next) {
 });
 
 app.route("/", service);
+app.route("/", docs);
 app.route("/", query);
 app.route("/", conversations);
 app.route("/", responses);
+app.route("/", infer);
 app.route("/", quotas);
 app.route("/", prompts);
 app.route("/", a2a);
 app.route("/", knowledge);
 app.route("/", providers);
+app.route("/", mcp);
+app.route("/", feedback);
+app.route("/", metrics);
 
 app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));
 
@@ -53,6 +78,6 @@ app.onError((error, c) => {
   if (error instanceof HTTPException) {
     return renderError(new ApiError(error.status === 400 ? 422 : (error.status as ApiError["status"]), "Invalid request format", error.message));
   }
-  console.error(`unhandled error on ${c.req.method} ${c.req.path}`, error);
+  log.error(`unhandled error on ${c.req.method} ${c.req.path}`, error);
   return renderError(errors.internal());
 });

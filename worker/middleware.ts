@@ -1,10 +1,10 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "./app-env.ts";
 import { ACTIONS, type Action } from "./auth/actions.ts";
-import { isAllowed } from "./auth/rbac.ts";
+import { isAllowed, mayActOnOthers, type ConversationOperation } from "./auth/rbac.ts";
 import { errors } from "./errors.ts";
 import { loadRuntime } from "./runtime.ts";
-import { openStore } from "./storage/store.ts";
+import { openStore } from "./storage/open-store.ts";
 
 /**
  * Loads the configuration-derived runtime (a configuration that failed to load answers 500) and
@@ -14,7 +14,8 @@ import { openStore } from "./storage/store.ts";
 export function runtime(): MiddlewareHandler<AppEnv> {
   return async function runtime(c, next) {
     const result = await loadRuntime(c.env);
-    if (!result.ok) throw errors.configNotLoaded();
+    // The keys that failed, never their values (they may hold secrets); the log has the details.
+    if (!result.ok) throw errors.configNotLoaded(`configuration has not been initialized: invalid keys ${[...new Set(result.problems.map((problem) => problem.path))].join(", ")}`);
     c.set("rt", result.runtime);
     const store = openStore(c.env, result.runtime.config.database);
     c.set("store", store);
@@ -34,9 +35,10 @@ type Skippable = "health_probes" | "metrics";
 
 /**
  * Authenticates the request with the configured module and requires that the user's roles grant
- * `action`. Probes and metrics skip both when the configuration says so.
+ * `action` (null: authentication only, as /authorized). Probes and metrics skip both when the
+ * configuration says so.
  */
-export function guard(action: Action, skippable?: Skippable): MiddlewareHandler<AppEnv> {
+export function guard(action: Action | null, skippable?: Skippable): MiddlewareHandler<AppEnv> {
   return async function guard(c, next) {
     const { config, authenticate } = c.get("rt");
     const settings = config.authentication;
@@ -46,7 +48,7 @@ export function guard(action: Action, skippable?: Skippable): MiddlewareHandler<
     }
     const auth = await authenticate(c.req.raw);
     c.set("auth", auth);
-    if (!isAllowed(config.authorization?.access_rules, auth.roles, action)) {
+    if (action !== null && !isAllowed(config.authorization?.access_rules, auth.roles, action)) {
       throw PERMISSION_ACTIONS.has(action)
         ? errors.actionForbidden(`User ${auth.userId} is missing permission ${action}`)
         : errors.endpointForbidden(auth.userId);
@@ -58,4 +60,12 @@ export function guard(action: Action, skippable?: Skippable): MiddlewareHandler<
 /** True when the authenticated user's roles grant `action`; for checks inside a handler (MODEL_OVERRIDE). */
 export function userMay(c: Context<AppEnv>, action: Action): boolean {
   return isAllowed(c.get("rt").config.authorization?.access_rules, c.get("auth").roles, action);
+}
+
+/**
+ * True when the authenticated user may perform `operation` on conversations other users own (the
+ * `*_other_conversations` actions); never without an access rule that grants it.
+ */
+export function userMayActOnOthers(c: Context<AppEnv>, operation: ConversationOperation): boolean {
+  return mayActOnOthers(c.get("rt").config.authorization?.access_rules, c.get("auth").roles, operation);
 }

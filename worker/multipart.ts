@@ -20,6 +20,7 @@ export const MULTIPART_OVERHEAD_BYTES = 64 * 1024;
 const MAX_PART_HEADER_BYTES = 16 * 1024;
 
 const encoder = new TextEncoder();
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 const CRLF = encoder.encode("\r\n");
 const HEADERS_END = encoder.encode("\r\n\r\n");
 const CLOSE = encoder.encode("--");
@@ -165,7 +166,13 @@ export async function streamFilePart(request: Request, field: string, maxBytes: 
       headerEnd = indexOf(body.bytes, HEADERS_END);
     }
     const headers = new Map<string, string>();
-    for (const line of new TextDecoder().decode(body.take(headerEnd)).split("\r\n")) {
+    let text: string;
+    try {
+      text = utf8.decode(body.take(headerEnd));
+    } catch {
+      throw malformed("a part's headers (its file name) are not valid UTF-8");
+    }
+    for (const line of text.split("\r\n")) {
       const colon = line.indexOf(":");
       if (colon > 0) headers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
     }

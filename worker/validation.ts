@@ -3,22 +3,85 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import { errors, type ApiError } from "./errors.ts";
 
-/** Reads and validates the JSON body of a request against `schema`. */
-export async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+/** The deepest nesting a JSON body may have (README "Limits"): deeper is refused before anything walks it. */
+export const MAX_JSON_DEPTH = 64;
+const TOO_DEEP = `request body is nested deeper than ${MAX_JSON_DEPTH} levels`;
+
+/**
+ * The request body as text. A body that cannot be read (a broken chunked encoding) or is not UTF-8
+ * is refused with 422 Invalid request format: invalid bytes are never replaced by U+FFFD and passed on.
+ */
+export async function readText(c: Context): Promise<string> {
+  let bytes: ArrayBuffer;
+  try {
+    bytes = await c.req.arrayBuffer();
+  } catch {
+    throw errors.invalidFormat("the request body could not be read");
+  }
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw errors.invalidFormat("the request body is not valid UTF-8");
+  }
+}
+
+/** Parses a JSON text no deeper than MAX_JSON_DEPTH; a 422 Invalid request format otherwise. */
+function parseJsonText(text: string): unknown {
   let body: unknown;
   try {
-    body = JSON.parse(await c.req.text());
+    body = JSON.parse(text);
   } catch {
     throw errors.invalidFormat("request body could not be parsed");
   }
-  return parseWith(schema, body);
+  const deep = tooDeep(body);
+  if (deep) throw errors.invalidFormat(deep);
+  return body;
+}
+
+/** Reads and validates the JSON body of a request against `schema`. */
+export async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
+  return parseWith(schema, parseJsonText(await readText(c)));
+}
+
+/** Why a parsed JSON value may not be taken, when it nests deeper than MAX_JSON_DEPTH. */
+export function tooDeep(value: unknown): string | null {
+  return depthOf(value) > MAX_JSON_DEPTH ? TOO_DEEP : null;
+}
+
+/** How deeply `value` nests arrays and objects, walked without recursion. */
+function depthOf(value: unknown): number {
+  let deepest = 0;
+  const pending: [unknown, number][] = [[value, 0]];
+  while (pending.length > 0) {
+    const [current, depth] = pending.pop()!;
+    if (current === null || typeof current !== "object") continue;
+    if (depth + 1 > deepest) deepest = depth + 1;
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Object.values(current)) if (child !== null && typeof child === "object") pending.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 /** Validates an already-parsed value (query parameters, path parameters) against `schema`. */
 export function parseWith<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
-  const result = schema.safeParse(value, { reportInput: true });
+  const result = validate(schema, value);
   if (!result.success) throw validationError(result.error);
   return result.data;
+}
+
+/**
+ * `schema.safeParse`, except that a value too large to validate (hundreds of thousands of wrong
+ * entries overflow the stack while zod gathers its issues) is a 422 Invalid request format.
+ */
+export function validate<S extends z.ZodType>(schema: S, value: unknown): z.ZodSafeParseResult<z.output<S>> {
+  try {
+    return schema.safeParse(value, { reportInput: true });
+  } catch (error) {
+    if (error instanceof RangeError) throw errors.invalidFormat("request body is too large to validate");
+    throw error;
+  }
 }
 
 /** Maps zod issues onto REFERENCE's three 422 responses, naming the fields involved. */

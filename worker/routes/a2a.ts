@@ -10,17 +10,19 @@ import { A2A_PATH, agentCard } from "../a2a/card.ts";
 import { toA2AError } from "../a2a/errors.ts";
 import { GatewayRequestHandler } from "../a2a/request-handler.ts";
 import { ACTIONS } from "../auth/actions.ts";
-import { guard, userMay } from "../middleware.ts";
+import { ApiError } from "../errors.ts";
+import { guard } from "../middleware.ts";
+import { readText, tooDeep } from "../validation.ts";
 import { SERVICE_VERSION } from "../version.ts";
-import { sse } from "./streams.ts";
+import { planContext, sse, turnBodyLimit } from "./streams.ts";
 
 export const a2a = new Hono<AppEnv>();
 
 for (const path of ["/.well-known/agent-card.json", "/.well-known/agent.json", A2A_PATH]) {
-  a2a.get(path, (c) => c.json(agentCard(c.get("rt"))));
+  a2a.get(path, (c) => c.json(agentCard(c.get("rt"), c.req.url)));
 }
 
-a2a.get(`${A2A_PATH}/health`, guard(ACTIONS.a2a, "health_probes"), (c) =>
+a2a.get(`${A2A_PATH}/health`, guard(null, "health_probes"), (c) =>
   c.json({
     status: "healthy",
     service: "parley-a2a",
@@ -34,8 +36,15 @@ a2a.get(`${A2A_PATH}/health`, guard(ACTIONS.a2a, "health_probes"), (c) =>
 /** Methods answered as an SSE stream; SPEC: they need `Accept: text/event-stream`. */
 const STREAMING_METHODS = new Set(["message/stream", "tasks/resubscribe"]);
 
-a2a.post(A2A_PATH, guard(ACTIONS.a2a), async (c) => {
-  const text = await c.req.text();
+a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
+  let text: string;
+  try {
+    text = await readText(c);
+  } catch (error) {
+    // JSON-RPC's own answer to bytes that cannot be parsed (invalid UTF-8 included): -32700.
+    if (!(error instanceof ApiError)) throw error;
+    return c.json({ jsonrpc: "2.0", id: null, error: A2AError.parseError(error.cause).toJSONRPCError() } satisfies JSONRPCErrorResponse);
+  }
   let body: unknown = text;
   try {
     body = JSON.parse(text);
@@ -44,6 +53,8 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), async (c) => {
   }
   const envelope = body && typeof body === "object" ? (body as { id?: unknown; method?: unknown }) : {};
   const id = typeof envelope.id === "string" || typeof envelope.id === "number" ? envelope.id : null;
+  const deep = tooDeep(body);
+  if (deep) return c.json({ jsonrpc: "2.0", id, error: A2AError.invalidRequest(deep).toJSONRPCError() } satisfies JSONRPCErrorResponse);
   if (typeof envelope.method === "string" && STREAMING_METHODS.has(envelope.method) && !acceptsEventStream(c)) {
     const error = A2AError.invalidRequest(`${envelope.method} streams its answer: send the header Accept: text/event-stream`);
     return c.json({ jsonrpc: "2.0", id, error: error.toJSONRPCError() } satisfies JSONRPCErrorResponse);
@@ -54,7 +65,8 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), async (c) => {
     rt: c.get("rt"),
     auth: c.get("auth"),
     store: c.get("store"),
-    mayOverrideModel: userMay(c, ACTIONS.modelOverride),
+    plan: planContext(c),
+    requestUrl: c.req.url,
     waitUntil: (promise) => c.executionCtx.waitUntil(promise),
   });
   const result = await new JsonRpcTransportHandler(handler).handle(body);

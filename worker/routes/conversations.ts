@@ -1,17 +1,18 @@
 // Conversation views (SPEC "Conversation views", REFERENCE "Conversations"): v1 and v3 read the
-// records and history, v2 is the cache form. Only the owner sees or changes a conversation.
+// records and history, v2 is the cache form. A conversation's own Durable Object answers for it (its
+// owner, its history, its deletion); lists come from the record store it feeds. Only the owner sees
+// or changes a conversation, unless an access rule grants the *_other_conversations actions.
 import { Hono, type Context } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
+import type { StoredTurn } from "../domain/conversation.ts";
 import { errors } from "../errors.ts";
-import { guard } from "../middleware.ts";
+import { guard, userMayActOnOthers } from "../middleware.ts";
 import type { ConversationRecord } from "../storage/store.ts";
 import { isNormalizedId } from "../turn/conversation-id.ts";
-import { ownedConversation } from "../turn/conversations.ts";
-import { conversationForbidden } from "../turn/engine.ts";
+import { conversationStub } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
-import { conversationStub, type StoredTurn } from "../../durable-objects/conversation-do.ts";
 
 export const conversations = new Hono<AppEnv>();
 
@@ -43,23 +44,25 @@ function chatTurn(turn: StoredTurn) {
   };
 }
 
-/** The path id, checked for format (400) and ownership (404/403). */
-async function pathConversation(c: Context<AppEnv>): Promise<ConversationRecord> {
+/** The path id, checked for format (400). */
+function pathId(c: Context<AppEnv>): string {
   const id = c.req.param("id") ?? "";
   if (!isNormalizedId(id)) throw errors.invalidConversationId(id);
-  return ownedConversation(c.get("store"), c.get("auth"), id);
+  return id;
 }
 
-async function chatHistory(c: Context<AppEnv>, record: ConversationRecord) {
-  const turns = (await conversationStub(c.env.CONVERSATION, record.id).history(record.userId)) ?? [];
-  return turns.filter((turn) => turn.status !== "failed").map(chatTurn);
+/** The answer of the conversation's Durable Object about access, as SPEC's errors. */
+function accessError(c: Context<AppEnv>, access: "not_found" | "forbidden", id: string) {
+  return access === "not_found" ? errors.notFound("Conversation", id) : errors.conversationForbidden(c.get("auth").userId, id);
 }
 
-const UpdateSchema = z.strictObject({ topic_summary: z.string().min(1).max(1000) });
+export const UpdateSchema = z.strictObject({ topic_summary: z.string().min(1).max(1000) });
 
 for (const version of ["v1", "v2", "v3"]) {
   conversations.get(`/${version}/conversations`, guard(ACTIONS.listConversations), async (c) => {
-    const records = await c.get("store").conversations.listByUser(c.get("auth").userId);
+    // The list comes from the record store, fed after each answer (README "Conversations": lag).
+    const everyone = userMayActOnOthers(c, "list");
+    const records = await c.get("store").conversations.list(everyone ? null : c.get("auth").userId);
     if (version !== "v2") return c.json({ conversations: records.map(listItem) });
     return c.json({
       conversations: records.map((record) => ({
@@ -71,34 +74,36 @@ for (const version of ["v1", "v2", "v3"]) {
   });
 
   conversations.get(`/${version}/conversations/:id`, guard(ACTIONS.getConversation), async (c) => {
-    const record = await pathConversation(c);
-    const chat_history = await chatHistory(c, record);
-    if (version === "v3") return c.json({ conversation_id: record.id, created_at: record.createdAt, chat_history });
-    return c.json({ conversation_id: record.id, chat_history });
+    const id = pathId(c);
+    // The conversation's own Durable Object answers, so a turn just answered is already there.
+    const found = await conversationStub(c.env, id).describe(c.get("auth").userId, userMayActOnOthers(c, "read"));
+    if (typeof found === "string") throw accessError(c, found, id);
+    const chat_history = found.turns.filter((turn) => turn.status !== "failed").map(chatTurn);
+    if (version === "v3") return c.json({ conversation_id: id, created_at: found.createdAt, chat_history });
+    return c.json({ conversation_id: id, chat_history });
   });
 
   if (version === "v3") continue;
 
   conversations.delete(`/${version}/conversations/:id`, guard(ACTIONS.deleteConversation), async (c) => {
-    const id = c.req.param("id");
-    if (!isNormalizedId(id)) throw errors.invalidConversationId(id);
-    const store = c.get("store");
-    const auth = c.get("auth");
-    const record = await store.conversations.get(id);
-    if (record && record.userId !== auth.userId) throw conversationForbidden(auth.userId, id);
-    if (record) await Promise.all([conversationStub(c.env.CONVERSATION, id).destroy(), store.conversations.delete(id)]);
+    const id = pathId(c);
+    const outcome = await conversationStub(c.env, id).destroy(c.get("auth").userId, userMayActOnOthers(c, "delete"));
+    if (outcome === "forbidden") throw accessError(c, outcome, id);
+    // After the Durable Object, which no longer feeds the record once it has answered.
+    if (outcome === "ok") await c.get("store").conversations.delete(id);
     return c.json({
       conversation_id: id,
-      deleted: record !== null,
+      deleted: outcome === "ok",
       success: true,
-      response: record ? "Conversation deleted successfully" : "Conversation not found",
+      response: outcome === "ok" ? "Conversation deleted successfully" : "Conversation not found",
     });
   });
 
   conversations.put(`/${version}/conversations/:id`, guard(ACTIONS.updateConversation), async (c) => {
-    const record = await pathConversation(c);
+    const id = pathId(c);
     const { topic_summary } = await readJson(c, UpdateSchema);
-    await c.get("store").conversations.setTopicSummary(record.id, topic_summary);
-    return c.json({ conversation_id: record.id, success: true, message: "Topic summary updated successfully" });
+    const outcome = await conversationStub(c.env, id).setTopicSummary(id, c.get("auth").userId, userMayActOnOthers(c, "update"), topic_summary);
+    if (outcome !== "ok") throw accessError(c, outcome, id);
+    return c.json({ conversation_id: id, success: true, message: "Topic summary updated successfully" });
   });
 }

@@ -6,13 +6,14 @@ import { Hono, type Context } from "hono";
 import { APIError, NotFoundError, toStreamingFile } from "openai";
 import type { VectorStore } from "openai/resources/vector-stores/vector-stores";
 import type { VectorStoreFile } from "openai/resources/vector-stores/files";
-import { z } from "zod";
+import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
 import type { Config } from "../config/schema.ts";
 import { ApiError, errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import { streamFilePart } from "../multipart.ts";
+import { apiBackend, notServed, routeMissing } from "../backends/providers.ts";
 import { backendError } from "../turn/backend-errors.ts";
 import { isPortalStore, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import { readJson } from "../validation.ts";
@@ -51,7 +52,7 @@ const ChunkingStrategySchema = z.discriminatedUnion("type", [
   }),
 ]);
 
-const CreateStoreSchema = z.strictObject({
+export const CreateStoreSchema = z.strictObject({
   name: NameSchema,
   // Llama Stack's store settings; sent only when given, as top-level fields (its extra_body form).
   embedding_model: z.string().min(1).nullish(),
@@ -61,7 +62,7 @@ const CreateStoreSchema = z.strictObject({
   metadata: MetadataSchema.nullish(),
 });
 
-const UpdateStoreSchema = z
+export const UpdateStoreSchema = z
   .strictObject({
     name: NameSchema.optional(),
     /** Unix time; null removes the expiry. */
@@ -70,7 +71,7 @@ const UpdateStoreSchema = z
   })
   .refine((body) => Object.values(body).some((value) => value !== undefined), "expected at least one of name, expires_at, metadata");
 
-const AddFileSchema = z.strictObject({
+export const AddFileSchema = z.strictObject({
   file_id: z.string().min(1, "must not be empty"),
   attributes: AttributesSchema.nullish(),
   chunking_strategy: ChunkingStrategySchema.nullish(),
@@ -121,11 +122,21 @@ function storeFileView(config: Config, file: VectorStoreFile) {
 // Backend calls
 // ---------------------------------------------------------------------------------------------
 
-/** Runs a backend call; a 404 becomes `notFound()`, anything else goes through backendError (503 when unreachable). */
+/** The backend holding vector stores (README "Providers": inference_backend, or a provider serving them), and the configuration. */
+function storesBackend(c: Context<AppEnv>) {
+  const rt = c.get("rt");
+  return { config: rt.config, backend: apiBackend(rt.backends, "vector_stores").client };
+}
+
+/**
+ * Runs a backend call; a backend without the API answers 501, a 404 becomes `notFound()`, anything
+ * else goes through backendError (503 when unreachable).
+ */
 async function fromBackend<T>(call: () => Promise<T>, notFound?: () => ApiError | Promise<ApiError>): Promise<T> {
   try {
     return await call();
   } catch (error) {
+    if (error instanceof APIError && routeMissing(error)) throw notServed("vector_stores");
     if (notFound && error instanceof NotFoundError) throw await notFound();
     throw backendError(error);
   }
@@ -164,7 +175,7 @@ const storeNotFound = (store: StoreRef) => errors.notFound("Vector Store", store
  */
 function fileNotFound(c: Context<AppEnv>, store: StoreRef, fileId: string) {
   return async (): Promise<ApiError> => {
-    const backend = c.get("rt").backend;
+    const { backend } = storesBackend(c);
     const exists = await backend.vectorStores.retrieve(store.backendId).then(
       () => true,
       (error: unknown) => (error instanceof NotFoundError ? false : Promise.reject(backendError(error))),
@@ -178,13 +189,13 @@ function fileNotFound(c: Context<AppEnv>, store: StoreRef, fileId: string) {
 // ---------------------------------------------------------------------------------------------
 
 knowledge.get("/v1/rags", guard(ACTIONS.listRags), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const stores = await fromBackend(() => allItems(backend.vectorStores.list({ limit: 100 })));
   return c.json({ rags: stores.map((store) => toClientStoreId(config, store.id)) });
 });
 
 knowledge.get("/v1/rags/:rag_id", guard(ACTIONS.getRag), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const id = c.req.param("rag_id");
   const store = await fromBackend(
     () => backend.vectorStores.retrieve(toBackendStoreId(config, id)),
@@ -198,13 +209,13 @@ knowledge.get("/v1/rags/:rag_id", guard(ACTIONS.getRag), async (c) => {
 // ---------------------------------------------------------------------------------------------
 
 knowledge.get("/v1/vector-stores", guard(ACTIONS.readVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const stores = await fromBackend(() => allItems(backend.vectorStores.list({ limit: 100 })));
   return c.json({ data: stores.map((store) => storeView(config, store)), object: "list" });
 });
 
 knowledge.post("/v1/vector-stores", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const body = await readJson(c, CreateStoreSchema);
   // The openai types know only OpenAI's fields; the extension fields ride along in the JSON body.
   const store = await fromBackend(() => backend.vectorStores.create(defined(body)));
@@ -212,13 +223,13 @@ knowledge.post("/v1/vector-stores", guard(ACTIONS.manageVectorStores), async (c)
 });
 
 knowledge.get("/v1/vector-stores/:vector_store_id", guard(ACTIONS.readVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const store = pathStore(c);
   return c.json(storeView(config, await fromBackend(() => backend.vectorStores.retrieve(store.backendId), () => storeNotFound(store))));
 });
 
 knowledge.put("/v1/vector-stores/:vector_store_id", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const store = writableStore(c);
   const body = await readJson(c, UpdateStoreSchema);
   const update: { name?: string; metadata?: Record<string, string>; expires_after?: { anchor: "last_active_at"; days: number } | null } = {};
@@ -258,7 +269,7 @@ knowledge.post("/v1/files", guard(ACTIONS.manageFiles), async (c) => {
   const type = CONTROL_CHARACTERS.test(upload.type) ? "application/octet-stream" : upload.type;
   let file;
   try {
-    file = await c.get("rt").backend.files.create(
+    file = await apiBackend(c.get("rt").backends, "files").client.files.create(
       { file: toStreamingFile(upload.body, upload.filename || "upload", { type }), purpose: "assistants" },
       { signal: upload.signal },
     );
@@ -267,6 +278,7 @@ knowledge.post("/v1/files", guard(ACTIONS.manageFiles), async (c) => {
     const cut = upload.failure();
     if (cut) throw cut;
     if (error instanceof APIError && error.status === 413) throw errors.fileTooLarge(MAX_UPLOAD_BYTES);
+    if (error instanceof APIError && routeMissing(error)) throw notServed("files");
     throw backendError(error);
   }
   return c.json({
@@ -280,7 +292,7 @@ knowledge.post("/v1/files", guard(ACTIONS.manageFiles), async (c) => {
 });
 
 knowledge.post("/v1/vector-stores/:vector_store_id/files", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const store = writableStore(c);
   const body = await readJson(c, AddFileSchema);
   const file = await fromBackend(
@@ -291,14 +303,14 @@ knowledge.post("/v1/vector-stores/:vector_store_id/files", guard(ACTIONS.manageV
 });
 
 knowledge.get("/v1/vector-stores/:vector_store_id/files", guard(ACTIONS.readVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const store = pathStore(c);
   const files = await fromBackend(() => allItems(backend.vectorStores.files.list(store.backendId, { limit: 100 })), () => storeNotFound(store));
   return c.json({ data: files.map((file) => storeFileView(config, file)), object: "list" });
 });
 
 knowledge.get("/v1/vector-stores/:vector_store_id/files/:file_id", guard(ACTIONS.readVectorStores), async (c) => {
-  const { config, backend } = c.get("rt");
+  const { config, backend } = storesBackend(c);
   const store = pathStore(c);
   const fileId = c.req.param("file_id");
   const file = await fromBackend(

@@ -1,8 +1,8 @@
 // Stored prompt templates (SPEC "Endpoints" /v1/prompts, REFERENCE "Small resources"). An update
-// never edits a version: it adds the next one, and readers get the default version unless they
-// name another, so a template in use changes only when someone says so (set_as_default).
+// never edits a version: it adds the next one, which becomes the default (what a reference without
+// a version uses) unless the update says set_as_default: false.
 import { Hono, type Context } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
 import { errors } from "../errors.ts";
@@ -22,12 +22,12 @@ function newPromptId(): string {
 
 const VariablesSchema = z.array(z.string().min(1, "must not be empty")).nullish();
 
-const CreateSchema = z.strictObject({
+export const CreateSchema = z.strictObject({
   prompt: z.string().min(1, "must not be empty"),
   variables: VariablesSchema,
 });
 
-const UpdateSchema = z.strictObject({
+export const UpdateSchema = z.strictObject({
   prompt: z.string().min(1, "must not be empty"),
   /** The latest version, the one this update replaces: a stale one is a conflict, not an overwrite. */
   version: z.int().min(1),
@@ -37,7 +37,7 @@ const UpdateSchema = z.strictObject({
 });
 
 // Not strict: other query parameters (the noop module's user_id) ride along.
-const VersionQuerySchema = z.object({
+export const VersionQuerySchema = z.object({
   version: z
     .string()
     .regex(/^[1-9][0-9]*$/, "must be a positive integer")
@@ -65,7 +65,7 @@ function pathPromptId(c: Context<AppEnv>): string {
 
 /**
  * The highest version of a prompt, for the conflict message. The store finds the default; versions
- * added without set_as_default sit above it.
+ * added with set_as_default: false sit above it.
  */
 async function latestVersion(store: Store, promptId: string): Promise<number | null> {
   const current = await store.prompts.get(promptId);
@@ -114,7 +114,7 @@ prompts.put("/v1/prompts/:prompt_id", guard(ACTIONS.managePrompts), async (c) =>
     version: body.version,
     prompt: body.prompt,
     variables: body.variables ?? undefined,
-    setAsDefault: body.set_as_default ?? false,
+    setAsDefault: body.set_as_default !== false,
   });
   if (result === "not_found") throw errors.notFound("Prompt", id);
   if (result === "version_conflict") throw errors.promptVersionConflict(id, body.version, await latestVersion(store, id));

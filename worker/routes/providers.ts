@@ -1,5 +1,6 @@
-// The providers view and the shields list: what serves inference (the backend and the configured
-// inference providers), what serves safety (the shields, through the backend's moderation API).
+// The providers view and the shields list: what serves inference (every backend, the configured
+// inference providers, the providers the backends report), what serves safety (the shields,
+// through a moderation API).
 import { Hono } from "hono";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
@@ -7,7 +8,7 @@ import { redactConfig } from "../config/redact.ts";
 import { errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import type { Runtime } from "../runtime.ts";
-import { probeBackend } from "../turn/backend-errors.ts";
+import { probeProviders } from "../backends/provider-models.ts";
 import { listModels } from "../turn/models.ts";
 
 export const providers = new Hono<AppEnv>();
@@ -37,10 +38,16 @@ interface ProviderEntry {
 /** Every provider, by id: the backend, configured inference providers, the backends' own model providers, and shield providers. */
 async function providerEntries(rt: Runtime): Promise<ProviderEntry[]> {
   const { config } = rt;
-  const redacted = redactConfig(config) as { inference_backend: unknown; inference: { providers: unknown[] } };
+  const redacted = redactConfig(config, rt.secrets) as { inference_backend: unknown; inference: { providers: unknown[] } };
   const entries = new Map<string, ProviderEntry>();
   const add = (entry: ProviderEntry) => entries.has(entry.provider_id) || entries.set(entry.provider_id, entry);
-  add({ api: "inference", provider_id: BACKEND_PROVIDER, provider_type: "remote::openai-compatible", config: redacted.inference_backend });
+  // Every backend first, with where it is and the wire it speaks (never its key).
+  for (const backend of rt.backends.all) {
+    const index = config.inference.providers.findIndex((provider) => provider.type === backend.id);
+    const entry = (index >= 0 ? redacted.inference.providers[index] : redacted.inference_backend) as object;
+    const type = backend.id === BACKEND_PROVIDER ? "remote::openai-compatible" : `remote::${backend.id}`;
+    add({ api: "inference", provider_id: backend.id, provider_type: type, config: { ...entry, url: backend.url, wire: backend.wire } });
+  }
   config.inference.providers.forEach((provider, index) => {
     add({ api: "inference", provider_id: provider.type, provider_type: `remote::${provider.type}`, config: redacted.inference.providers[index] });
   });
@@ -67,7 +74,9 @@ providers.get("/v1/providers/:id", guard(ACTIONS.provider), async (c) => {
   const id = c.req.param("id");
   const entry = (await providerEntries(rt)).find((candidate) => candidate.provider_id === id);
   if (!entry) throw errors.notFound("Provider", id);
-  const probe = await probeBackend(rt);
-  const health = probe.ok ? { status: "OK", message: "the inference backend is reachable" } : { status: "Error", message: probe.cause };
+  // A backend's own health; anything else (shield providers, providers the default backend serves) is the default backend's.
+  const probes = await probeProviders(rt.backends);
+  const probe = probes.find((candidate) => candidate.provider_id === id) ?? probes[0]!;
+  const health = probe.status === "ok" ? { status: "OK", message: probe.message } : { status: "Error", message: probe.message };
   return c.json({ api: entry.api, config: entry.config, health, provider_id: entry.provider_id, provider_type: entry.provider_type });
 });

@@ -1,22 +1,23 @@
-// The query endpoints: POST /v1|v2/query (JSON), /v1|v2/streaming_query (SSE or plain text) and
-// the interrupt of a running stream. Thin adapters from their wire format to the turn engine.
+// The query endpoints: POST /query and /streaming_query (under /v1, /v2 and unversioned: SPEC, the
+// conversations guide and the data collection guide name all three) and the interrupt of a running
+// stream. Thin adapters from their wire format to the turn and back.
 import { Hono, type Context } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
+import type { Item, TurnEvent, TurnHead, TurnPlan, TurnResult, WireError } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
-import { guard, userMay } from "../middleware.ts";
+import { guard } from "../middleware.ts";
 import { AttachmentSchema, userMessage } from "../turn/attachments.ts";
+import { conversationOfRequest } from "../turn/conversation-id.ts";
 import { targetConversation } from "../turn/conversations.ts";
-import { serverToolParams } from "../turn/tools.ts";
-import { startTurn, type RunningTurn, type TurnEvent, type TurnResult } from "../turn/engine.ts";
-import { finished, sse, textStream } from "./streams.ts";
+import { planTurn } from "../turn/plan.ts";
 import { toolCall, toolResult } from "../turn/summaries.ts";
-import { parseSolr } from "../rag/solr.ts";
-import { selectShields } from "../turn/shields.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
+import { serverTools } from "../turn/tools.ts";
+import { conversationStub, finished, fromWire, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
-import { conversationStub, type Item } from "../../durable-objects/conversation-do.ts";
+import { planContext, sse, textStream, turnBodyLimit } from "./streams.ts";
 
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
 
@@ -47,36 +48,37 @@ export type QueryRequest = z.output<typeof QueryRequestSchema>;
 
 export const query = new Hono<AppEnv>();
 
-for (const version of ["v1", "v2"]) {
-  query.post(`/${version}/query`, guard(ACTIONS.query), async (c) => {
-    const turn = await beginQueryTurn(c, await readJson(c, QueryRequestSchema), false);
+// SPEC's paths, the conversations guide's /v2 ones and the data collection guide's unversioned ones.
+for (const prefix of ["/v1", "/v2", ""]) {
+  query.post(`${prefix}/query`, guard(ACTIONS.query), turnBodyLimit(), async (c) => {
+    const turn = await startTurn(c.env, await planQueryTurn(c, await readJson(c, QueryRequestSchema), false));
     const result = await finished(turn.events);
-    if (result.status === "failed") throw result.error ?? errors.internal();
-    return c.json(queryResponse(turn.conversationId, result));
+    if (result.status === "failed") throw result.error ? fromWire(result.error) : errors.internal();
+    return c.json(queryResponse(turn.head.conversationId, result));
   });
 
-  query.post(`/${version}/streaming_query`, guard(ACTIONS.streamingQuery), async (c) => {
+  query.post(`${prefix}/streaming_query`, guard(ACTIONS.streamingQuery), turnBodyLimit(), async (c) => {
     const body = await readJson(c, QueryRequestSchema);
-    const turn = await beginQueryTurn(c, body, true);
+    const turn = await startTurn(c.env, await planQueryTurn(c, body, true));
     if (body.media_type === "text/plain") {
       return textStream(turn.events.pipeThrough(plainTextStream()));
     }
-    return sse(turn.events.pipeThrough(queryEventStream(turn)));
+    return sse(turn.events.pipeThrough(queryEventStream(turn.head)));
   });
 }
 
-const InterruptSchema = z.strictObject({ request_id: z.uuid() });
+export const InterruptSchema = z.strictObject({ request_id: z.uuid() });
 
-query.post("/v1/streaming_query/interrupt", guard(ACTIONS.interrupt), async (c) => {
+query.post("/v1/streaming_query/interrupt", guard(ACTIONS.streamingQuery), async (c) => {
   const { request_id } = await readJson(c, InterruptSchema);
   const auth = c.get("auth");
-  const running = await c.get("store").streamRequests.get(request_id);
-  if (!running) throw streamNotFound(request_id);
-  if (running.userId !== auth.userId) {
+  // Request ids of new conversations lead to them; older ones are registered in the record store.
+  const conversationId = conversationOfRequest(request_id) ?? (await c.get("store").streamRequests.get(request_id))?.conversationId;
+  const outcome = conversationId ? await conversationStub(c.env, conversationId).interrupt(request_id, auth.userId) : "not_found";
+  if (outcome === "not_found") throw streamNotFound(request_id);
+  if (outcome === "forbidden") {
     throw errors.actionForbidden(`User ${auth.userId} does not have permission to interrupt request with ID ${request_id}`);
   }
-  const interrupted = await conversationStub(c.env.CONVERSATION, running.conversationId).interrupt(request_id);
-  if (!interrupted) throw streamNotFound(request_id);
   return c.json({ request_id, interrupted: true, message: "Streaming request interrupted" });
 });
 
@@ -84,34 +86,28 @@ function streamNotFound(requestId: string): ApiError {
   return new ApiError(404, "Streaming Request not found", `Streaming Request with ID ${requestId} does not exist`);
 }
 
-/** Everything the query endpoints share before the backend call: conversation, model, prompt, input. */
-async function beginQueryTurn(c: Context<AppEnv>, body: QueryRequest, streaming: boolean): Promise<RunningTurn> {
+/** The query endpoints' turn: their fields in the terms every endpoint's turn is planned in. */
+async function planQueryTurn(c: Context<AppEnv>, body: QueryRequest, streaming: boolean): Promise<TurnPlan> {
   const rt = c.get("rt");
-  const auth = c.get("auth");
-  if ((body.model || body.provider) && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
-  const solr = parseSolr(body.solr);
-  const conversation = targetConversation(body.conversation_id);
-  const prompt = resolveSystemPrompt(rt, body.system_prompt, "system_prompt");
-  return startTurn(
-    { env: c.env, rt, waitUntil: (p) => c.executionCtx.waitUntil(p) },
-    {
-      auth,
-      conversationId: conversation.id,
-      isNew: conversation.isNew,
-      requestId: crypto.randomUUID(),
-      input: [userMessage(body.query, body.attachments ?? [])],
-      userText: body.query,
-      model: { model: body.model ?? undefined, provider: body.provider ?? undefined },
-      instructions: prompt.text,
-      params: body.no_tools ? {} : serverToolParams(rt.config, body.vector_store_ids),
-      generateTopicSummary: body.generate_topic_summary ?? true,
-      shields: selectShields(rt, body.shield_ids),
-      retrieval: { question: body.query, solr, vectorStoreIds: body.vector_store_ids },
-      // A stream can be interrupted by its request id; a JSON answer cannot.
-      interruptible: streaming,
-      streaming,
-    },
-  );
+  const target = targetConversation(body.conversation_id);
+  const context = planContext(c);
+  const tools = body.no_tools ? { params: {}, mcpServers: [] } : await serverTools(context, body.vector_store_ids);
+  return planTurn(context, {
+    endpoint: streaming ? "/v1/streaming_query" : "/v1/query",
+    ...target,
+    input: [userMessage(body.query, body.attachments ?? [])],
+    userText: body.query,
+    model: { model: body.model ?? undefined, provider: body.provider ?? undefined },
+    systemPrompt: resolveSystemPrompt(rt, body.system_prompt, "system_prompt"),
+    params: tools.params,
+    mcpServers: tools.mcpServers,
+    shieldIds: body.shield_ids,
+    retrieval: { solr: body.solr, vectorStoreIds: body.vector_store_ids ?? null },
+    generateTopicSummary: body.generate_topic_summary ?? true,
+    streaming,
+    transcript: true,
+    attachments: body.attachments ?? [],
+  });
 }
 
 function queryResponse(conversationId: string, result: TurnResult) {
@@ -130,16 +126,16 @@ function queryResponse(conversationId: string, result: TurnResult) {
 }
 
 /** REFERENCE's streaming_query events: `data: {"event", "data"}` lines, no `event:` line. */
-function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string> {
+function queryEventStream(turn: TurnHead): TransformStream<TurnEvent, string> {
   let tokenId = 0;
-  let finished = false;
+  let ended = false;
   const line = (event: string, data: unknown, extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ event, data, ...extra })}\n\n`;
-  const error = (failure: ApiError) => line("error", { status_code: failure.status, response: failure.response, cause: failure.cause });
+  const error = (failure: WireError) => line("error", { status_code: failure.status, response: failure.response, cause: failure.cause });
   return new TransformStream<TurnEvent, string>({
-    async start(controller) {
-      // A client may interrupt as soon as it reads the request id: it must be findable by then.
-      await turn.interruptible;
+    start(controller) {
+      // The turn is running in its conversation's Durable Object by now, so an interrupt sent as
+      // soon as the client reads the request id finds it.
       controller.enqueue(line("start", { conversation_id: turn.conversationId, request_id: turn.requestId }));
     },
     transform(event, controller) {
@@ -156,8 +152,13 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
         }
         return;
       }
+      if (event.type === "compaction") {
+        // The conversation's older turns were summarised before this answer (README "Conversations").
+        controller.enqueue(line("compaction", { status: "started", conversation_id: event.conversationId }));
+        return;
+      }
       const result = event.result;
-      finished = true;
+      ended = true;
       if (result.status === "interrupted") {
         controller.enqueue(line("interrupted", { request_id: turn.requestId }));
         return;
@@ -170,13 +171,14 @@ function queryEventStream(turn: RunningTurn): TransformStream<TurnEvent, string>
       controller.enqueue(
         line(
           "end",
-          { referenced_documents: result.referencedDocuments, truncated: false, input_tokens: result.inputTokens, output_tokens: result.outputTokens },
+          // rag_chunks: an extension (the JSON answer's field), so a streaming client sees what retrieval found too.
+          { referenced_documents: result.referencedDocuments, rag_chunks: result.ragChunks, truncated: false, input_tokens: result.inputTokens, output_tokens: result.outputTokens },
           { available_quotas: result.availableQuotas },
         ),
       );
     },
     flush(controller) {
-      if (!finished) controller.enqueue(error(errors.internal("the answer ended early")));
+      if (!ended) controller.enqueue(error(errors.internal("the answer ended early")));
     },
   });
 }

@@ -4,66 +4,88 @@ import { Hono, type Context } from "hono";
 import type { Response as BackendResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
+import type { BackendParams, Item, ModelInfo, RagChunk, TurnEvent, TurnHead, TurnResult, WireError } from "../domain/conversation.ts";
+import { responsesEvent, type TelemetryOutcome } from "../data/splunk.ts";
 import { errors, type ApiError } from "../errors.ts";
-import { guard, userMay } from "../middleware.ts";
+import { log, scrub } from "../log.ts";
+import { guard } from "../middleware.ts";
+import type { AvailableQuotas } from "../quota/quotas.ts";
 import type { Store } from "../storage/store.ts";
-import { newConversationId, normalizeAnyForm, randomHex, toBackendId } from "../turn/conversation-id.ts";
-import { ownedConversation, type ConversationTarget } from "../turn/conversations.ts";
-import type { Retrieval } from "../rag/retrieval.ts";
-import { conversationForbidden, responseText, startTurn, type BackendParams, type TurnEvent } from "../turn/engine.ts";
-import type { ModelChoice } from "../turn/models.ts";
+import { responseText } from "../turn/collect.ts";
+import { randomHex, toBackendId } from "../turn/conversation-id.ts";
+import { responsesConversation } from "../turn/conversations.ts";
+import { planTurn } from "../turn/plan.ts";
 import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
-import { parseSolr } from "../rag/solr.ts";
-import { selectShields } from "../turn/shields.ts";
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
-import { presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
+import { backendTools, presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
+import { finished, fromWire, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
-import type { AvailableQuotas } from "../quota/quotas.ts";
-import { conversationStub, type Item, type StoredTurn } from "../../durable-objects/conversation-do.ts";
-import { finished, sse } from "./streams.ts";
+import { responseError, responseObject, shownTool, type ResponseObject, type ShownFields } from "./response-object.ts";
+import { planContext, sendTelemetry, sse, turnBodyLimit } from "./streams.ts";
 
 export const responses = new Hono<AppEnv>();
 
 /** What the response shows as `instructions` when the server chose the system prompt. */
 const SERVER_PROMPT_PLACEHOLDER = "<server prompt applied>";
 const MERGE_TOOLS_HEADER = "X-SVC-Merge-Server-Tools";
-const SERVER_MCP_ITEMS = new Set(["mcp_call", "mcp_list_tools", "mcp_approval_request"]);
+/** Server MCP items kept out of streams; an approval request never is: the client must answer it. */
+const HIDDEN_SERVER_MCP_ITEMS = new Set(["mcp_call", "mcp_list_tools"]);
 const TERMINAL_EVENTS = new Set(["response.completed", "response.incomplete", "response.failed"]);
 
-responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
+responses.post("/v1/responses", guard(ACTIONS.responses), turnBodyLimit(), async (c) => {
   const rt = c.get("rt");
   const store = c.get("store");
   const body = await readJson(c, ResponsesRequestSchema);
   if (body.reasoning || body.max_output_tokens) {
-    console.warn("responses request: reasoning and max_output_tokens are accepted but cleared before the backend call");
+    log.warn("responses request: reasoning and max_output_tokens are accepted but cleared before the backend call");
   }
-  if (body.model && !userMay(c, ACTIONS.modelOverride)) throw errors.modelOverrideForbidden();
-
-  const shields = selectShields(rt, body.shield_ids);
-  const solr = parseSolr(body.solr);
-  const target = await responsesConversation(c, store, body);
+  const target = await responsesConversation(store, body);
   const stored = body.prompt ? await storedPrompt(store, body.prompt) : null;
   const prompt: SystemPrompt =
     body.instructions == null && stored ? { text: stored.text, fromClient: true } : resolveSystemPrompt(rt, body.instructions, "instructions");
-  const merge = c.req.header(MERGE_TOOLS_HEADER)?.toLowerCase() === "true";
-  const tools = resolveTools(rt.config, body.tools, merge);
   const input = inputItems(body.input, stored?.parts ?? []);
+  // Approval requests belong to a conversation: a request that names none cannot answer one.
+  const answer = input.find((item) => item.type === "mcp_approval_response");
+  if (answer && target.create) throw errors.approvalNotFound(String(answer.approval_request_id));
+  const merge = c.req.header(MERGE_TOOLS_HEADER)?.toLowerCase() === "true";
+  const context = planContext(c);
+  const tools = await resolveTools(context, body.tools, merge);
+  const userText = lastUserText(input);
+
+  const started = Date.now();
+  const report = (outcome: TelemetryOutcome, result?: TurnResult, model?: ModelInfo) =>
+    sendTelemetry(c, (config) =>
+      responsesEvent(config, {
+        outcome,
+        inputText: userText,
+        conversationId: target.conversationId,
+        inferenceTime: (Date.now() - started) / 1000,
+        model: model ? `${model.provider_id}/${model.provider_resource_id}` : (body.model ?? ""),
+        totalTokens: result ? result.inputTokens + result.outputTokens : 0,
+        identity: { orgId: c.get("auth").rhIdentity?.orgId, systemId: c.get("auth").rhIdentity?.systemId },
+        userAgent: c.req.header("User-Agent"),
+      }),
+    );
+  /** Telemetry of a finished turn: completed, blocked by a shield, or failed. */
+  const reportResult = (result: TurnResult, model: ModelInfo) =>
+    report(
+      result.status === "failed" ? { kind: "error", error: result.error ? fromWire(result.error) : errors.internal() } : result.status === "blocked" ? { kind: "shield_blocked", refusal: result.text } : { kind: "completed", text: result.text },
+      result,
+      model,
+    );
 
   const turn = await startTurn(
-    { env: c.env, rt, waitUntil: (p) => c.executionCtx.waitUntil(p) },
-    {
-      auth: c.get("auth"),
-      conversationId: target.id,
-      isNew: target.isNew,
-      seed: target.seed,
-      requestId: crypto.randomUUID(),
+    c.env,
+    planTurn(context, {
+      endpoint: "/v1/responses",
+      ...target,
       input,
-      userText: lastUserText(input),
+      userText,
       model: body.model ? { model: body.model } : {},
-      instructions: prompt.text,
+      systemPrompt: prompt,
       params: {
-        tools: tools.tools as NonNullable<BackendParams["tools"]>,
+        ...backendTools(tools.tools),
         tool_choice: body.tool_choice as BackendParams["tool_choice"],
         include: body.include ?? undefined,
         metadata: body.metadata ?? undefined,
@@ -75,53 +97,33 @@ responses.post("/v1/responses", guard(ACTIONS.responses), async (c) => {
         truncation: body.truncation ?? undefined,
         safety_identifier: body.safety_identifier ?? body.user ?? undefined,
       },
-      generateTopicSummary: body.generate_topic_summary,
-      shields,
-      // Stores listed under file_search tools feed inline context too, whatever tool_choice says.
-      retrieval: { question: lastUserText(input), solr, vectorStoreIds: requestedStores(body.tools) },
+      mcpServers: tools.mcpServers,
+      maxInferIters: body.max_infer_iters,
+      maxToolCalls: body.max_tool_calls,
       // SPEC rule 5: with merged tools only server-deployed activity counts; client tools pass through.
-      countsTool: merge ? (item) => isServerDeployed(item, tools.serverMcpLabels) : undefined,
-      interruptible: false,
+      countOnly: merge ? { serverMcpLabels: [...tools.serverMcpLabels] } : null,
+      shieldIds: body.shield_ids,
+      // Stores listed under file_search tools feed inline context too, whatever tool_choice says.
+      retrieval: { solr: body.solr, vectorStoreIds: requestedStores(body.tools) },
+      generateTopicSummary: body.generate_topic_summary,
       streaming: body.stream,
-    },
-  );
+      transcript: body.store,
+    }),
+  ).catch((error: unknown) => {
+    report({ kind: "error", error });
+    throw error;
+  });
 
-  const inlineItem = inlineSearchItem(lastUserText(input), turn.retrieval);
-  const present = presenter(c, body, { conversationId: target.id, choice: turn.model, prompt, tools, inlineItem });
+  const inlineItem = inlineSearchItem(userText, turn.head.inlineChunks);
+  const present = presenter(c, body, { head: turn.head, prompt, tools, inlineItem });
   if (!body.stream) {
     const result = await finished(turn.events);
-    if (result.status === "failed" || !result.response) throw result.error ?? errors.internal();
+    reportResult(result, turn.head.model);
+    if (result.status === "failed" || !result.response) throw result.error ? fromWire(result.error) : errors.internal();
     return c.json(present(result.response, { quotas: result.availableQuotas }));
   }
-  return sse(turn.events.pipeThrough(responsesEventStream(present, tools.serverMcpLabels, inlineItem)));
+  return sse(turn.events.pipeThrough(responsesEventStream(present, tools.serverMcpLabels, inlineItem, (result) => reportResult(result, turn.head.model))));
 });
-
-/** SPEC "Conversation continuity (responses endpoint)". */
-async function responsesConversation(
-  c: Context<AppEnv>,
-  store: Store,
-  body: ResponsesRequest,
-): Promise<ConversationTarget & { seed?: StoredTurn[] }> {
-  const auth = c.get("auth");
-  if (body.conversation) {
-    // Either form; whether it exists and is this user's, its Durable Object answers.
-    const id = normalizeAnyForm(body.conversation);
-    if (!id) throw errors.notFound("Conversation", body.conversation);
-    return { id, isNew: false };
-  }
-  if (body.previous_response_id) {
-    const previous = await store.responses.get(body.previous_response_id);
-    if (!previous) throw errors.notFound("Response", body.previous_response_id);
-    if (previous.userId !== auth.userId) throw conversationForbidden(auth.userId, previous.conversationId);
-    const record = await ownedConversation(store, auth, previous.conversationId);
-    if (record.lastResponseId === previous.responseId) return { id: record.id, isNew: false };
-    // An older response: the new turn starts a new conversation holding the history up to it.
-    const history = (await conversationStub(c.env.CONVERSATION, record.id).history(auth.userId)) ?? [];
-    const upTo = history.findIndex((turn) => turn.responseId === previous.responseId);
-    return { id: newConversationId(), isNew: true, seed: history.slice(0, upTo + 1) };
-  }
-  return { id: newConversationId(), isNew: true };
-}
 
 async function storedPrompt(store: Store, reference: NonNullable<ResponsesRequest["prompt"]>): Promise<RenderedPrompt> {
   const version = reference.version == null ? undefined : Number(reference.version);
@@ -166,51 +168,48 @@ function lastUserText(items: Item[]): string {
  * Shows a response. `final` is given for the finished response, once the turn is persisted: it
  * carries the quotas left and the inline retrieval's file_search_call item ahead of the output.
  */
-type Presenter = (response: BackendResponse, final?: { quotas: AvailableQuotas }) => Record<string, unknown>;
+type Presenter = (response: Partial<BackendResponse>, final?: { quotas: AvailableQuotas }) => ResponseObject & { available_quotas?: AvailableQuotas };
 
 /** The backend's response object as this endpoint shows it (SPEC "Responses response"). */
 function presenter(
   c: Context<AppEnv>,
   body: ResponsesRequest,
-  turn: { conversationId: string; choice: ModelChoice; prompt: SystemPrompt; tools: TurnTools; inlineItem: Item | null },
+  turn: { head: TurnHead; prompt: SystemPrompt; tools: TurnTools; inlineItem: Item | null },
 ): Presenter {
   const config = c.get("rt").config;
-  const shown = {
-    model: turn.choice.requested ? body.model : turn.choice.model.provider_resource_id,
+  const shown: ShownFields = {
+    model: (turn.head.modelRequested ? body.model : undefined) ?? turn.head.model.provider_resource_id,
     instructions: turn.prompt.fromClient ? turn.prompt.text : SERVER_PROMPT_PLACEHOLDER,
-    tools: presentTools(config, turn.tools),
-    tool_choice: body.tool_choice,
+    tools: presentTools(config, turn.tools).map(shownTool),
+    tool_choice: body.tool_choice as ShownFields["tool_choice"],
     previous_response_id: body.previous_response_id ?? null,
-    prompt: body.prompt ?? null,
+    prompt: (body.prompt ?? null) as ShownFields["prompt"],
     store: body.store,
-    max_output_tokens: null,
-    reasoning: null,
     metadata: body.metadata ?? {},
     safety_identifier: body.safety_identifier ?? null,
-    conversation: toBackendId(turn.conversationId),
+    conversation: toBackendId(turn.head.conversationId),
   };
-  return (response, final) => ({
-    ...response,
-    ...shown,
-    ...(final
-      ? { output: turn.inlineItem ? [turn.inlineItem, ...response.output] : response.output, available_quotas: final.quotas }
-      : {}),
-    output_text: responseText(response),
-  });
+  return (response, final) => {
+    const output = response.output ?? [];
+    const shownOutput = final && turn.inlineItem ? [turn.inlineItem as unknown as (typeof output)[number], ...output] : output;
+    // Parley's own response id: it names the conversation, so previous_response_id finds it at once.
+    const object = responseObject({ ...response, id: turn.head.responseId, output: shownOutput }, shown, responseText({ output }));
+    return final ? { ...object, available_quotas: final.quotas } : object;
+  };
 }
 
 /**
  * Inline retrieval's chunks as a file_search_call output item: the responses format has no
  * rag_chunks, so SPEC puts them inside file_search_call items, as the model's own searches are.
  */
-function inlineSearchItem(question: string, retrieval: Retrieval): Item | null {
-  if (retrieval.chunks.length === 0) return null;
+function inlineSearchItem(question: string, chunks: RagChunk[]): Item | null {
+  if (chunks.length === 0) return null;
   return {
     type: "file_search_call",
     id: `fs_inline_${randomHex(16)}`,
     status: "completed",
     queries: [question],
-    results: retrieval.chunks.map((chunk) => ({
+    results: chunks.map((chunk) => ({
       file_id: chunk.attributes.document_id,
       filename: String(chunk.attributes.title ?? chunk.attributes.document_id),
       score: chunk.score,
@@ -228,13 +227,20 @@ function inlineSearchItem(question: string, retrieval: Retrieval): Item | null {
  * left after this answer and a client that saw it finds the turn stored. Events are renumbered:
  * hidden and added ones must not leave holes in sequence numbers or output indexes.
  */
-function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, inlineItem: Item | null): TransformStream<TurnEvent, string> {
+function responsesEventStream(
+  present: Presenter,
+  serverMcpLabels: Set<string>,
+  inlineItem: Item | null,
+  onFinished: (result: TurnResult) => void,
+): TransformStream<TurnEvent, string> {
   const hiddenItems = new Set<string>();
   const hiddenIndexes: number[] = [];
   const shift = inlineItem ? 1 : 0;
   let inlinePending = inlineItem !== null;
   let sequence = 0;
   let terminal: (ResponseStreamEvent & Record<string, unknown>) | null = null;
+  /** The response as last announced (created, in progress), the base of a failure the gateway reports. */
+  let latest: Partial<BackendResponse> = {};
   const frame = (data: Record<string, unknown>) =>
     `event: ${String(data.type)}\ndata: ${JSON.stringify({ ...data, sequence_number: sequence++ })}\n\n`;
   const withResponse = (data: ResponseStreamEvent & Record<string, unknown>, final?: { quotas: AvailableQuotas }) => {
@@ -242,9 +248,17 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
     return { ...data, response, conversation: response.conversation, ...(final ? { available_quotas: final.quotas } : {}) };
   };
   let finished = false;
-  const endWithError = (controller: TransformStreamDefaultController<string>, error: ApiError | null) => {
+  /**
+   * A failure after the stream began (the backend stalled, dropped, failed; the turn could not be
+   * saved): an `error` event and then `response.failed`, as OpenAI's own streams end, so SDK clients
+   * see a failed response rather than a stream that stops.
+   */
+  const endWithFailure = (controller: TransformStreamDefaultController<string>, error: WireError | null, quotas: AvailableQuotas) => {
     const failure = error ?? errors.internal("the response ended early");
-    controller.enqueue(frame({ type: "error", code: String(failure.status), message: `${failure.response}: ${failure.cause}`, param: null }));
+    const reported = responseError(failure);
+    controller.enqueue(frame({ type: "error", code: reported.code, message: reported.message, param: null }));
+    const failed = { ...latest, status: "failed" as const, error: reported, completed_at: null };
+    controller.enqueue(frame(withResponse({ type: "response.failed", response: failed } as unknown as ResponseStreamEvent & Record<string, unknown>, { quotas })));
   };
   const flushInline = (controller: TransformStreamDefaultController<string>) => {
     if (!inlinePending) return;
@@ -256,18 +270,20 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
   return new TransformStream<TurnEvent, string>({
     transform(event, controller) {
       if (event.type === "finished") {
+        onFinished(event.result);
         const { status, error, availableQuotas } = event.result;
         // A completed response is only announced when the turn was saved; a backend failure is its own.
         if (terminal && (status !== "failed" || terminal.type === "response.failed")) {
           flushInline(controller);
           controller.enqueue(frame(withResponse(terminal, { quotas: availableQuotas })));
         } else {
-          endWithError(controller, error);
+          endWithFailure(controller, error, availableQuotas);
         }
         finished = true;
         controller.enqueue("data: [DONE]\n\n");
         return;
       }
+      if (event.type !== "backend") return;
       const data = { ...event.event } as ResponseStreamEvent & Record<string, unknown>;
       if (hidesServerMcp(data, serverMcpLabels, hiddenItems, hiddenIndexes)) return;
       if (typeof data.output_index === "number") {
@@ -275,14 +291,24 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
         data.output_index = index - hiddenIndexes.filter((hidden) => hidden < index).length + shift;
       }
       if (TERMINAL_EVENTS.has(data.type)) {
-        terminal = data;
+        // The final response lists what the stream showed.
+        const response = data.response as BackendResponse;
+        terminal = { ...data, response: { ...response, output: response.output.filter((item) => !isHiddenItem(item as unknown as Item, serverMcpLabels)) } };
+        return;
+      }
+      if (data.type === "error") {
+        // Backends differ in what their error events carry; clients parse OpenAI's ResponseErrorEvent.
+        const { code, message, param } = data as { code?: unknown; message?: unknown; param?: unknown };
+        controller.enqueue(frame({ type: "error", code: typeof code === "string" ? code : null, message: scrub(String(message ?? "the inference backend failed")), param: typeof param === "string" ? param : null }));
         return;
       }
       if (data.type === "response.created") {
+        latest = data.response as BackendResponse;
         controller.enqueue(frame(withResponse(data)));
         return;
       }
       if (data.type === "response.in_progress") {
+        latest = data.response as BackendResponse;
         controller.enqueue(frame({ ...withResponse(data), available_quotas: {} }));
         return;
       }
@@ -291,16 +317,15 @@ function responsesEventStream(present: Presenter, serverMcpLabels: Set<string>, 
     },
     flush(controller) {
       if (finished) return;
-      endWithError(controller, null);
+      endWithFailure(controller, null, {});
       controller.enqueue("data: [DONE]\n\n");
     },
   });
 }
 
-/** Server-deployed tool activity: the server's MCP servers, file search and web search. */
-function isServerDeployed(item: Item, serverMcpLabels: Set<string>): boolean {
-  if (SERVER_MCP_ITEMS.has(String(item.type))) return serverMcpLabels.has(String(item.server_label));
-  return item.type === "file_search_call" || item.type === "web_search_call";
+/** A server MCP item a stream does not show (SPEC rule 5). */
+function isHiddenItem(item: Item | undefined, serverMcpLabels: Set<string>): item is Item {
+  return !!item && HIDDEN_SERVER_MCP_ITEMS.has(String(item.type)) && serverMcpLabels.has(String(item.server_label));
 }
 
 /** True for events of server-deployed MCP items, which SPEC keeps out of client streams. */
@@ -311,7 +336,7 @@ function hidesServerMcp(
   hiddenIndexes: number[],
 ): boolean {
   const item = event.item as Item | undefined;
-  if (item && SERVER_MCP_ITEMS.has(String(item.type)) && serverMcpLabels.has(String(item.server_label))) {
+  if (isHiddenItem(item, serverMcpLabels)) {
     hiddenItems.add(String(item.id));
     if (event.type === "response.output_item.added" && typeof event.output_index === "number") hiddenIndexes.push(event.output_index);
     return true;

@@ -1,14 +1,71 @@
-// What every turn endpoint does with a turn's events: read them to the result, or send them on as
-// a streamed body.
-import { errors } from "../errors.ts";
-import type { TurnEvent, TurnResult } from "../turn/engine.ts";
+// What every turn endpoint shares: the context its turns are planned in, the size limit of a turn's
+// request, and its answer sent as a streamed body.
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { AppEnv } from "../app-env.ts";
+import { ACTIONS } from "../auth/actions.ts";
+import { ApiError, errors } from "../errors.ts";
+import { userMay, userMayActOnOthers } from "../middleware.ts";
+import type { Config } from "../config/schema.ts";
+import { sendSplunkEvent, type SplunkEvent } from "../data/splunk.ts";
+import { probeMcpAuth } from "../mcp/oauth-probe.ts";
+import type { RequestMcpServers } from "../mcp/servers.ts";
+import type { PlanContext } from "../turn/plan.ts";
+import { serversOfRequest } from "./mcp.ts";
 
-/** Reads a turn's events to the end and returns its result. */
-export async function finished(events: ReadableStream<TurnEvent>): Promise<TurnResult> {
-  let result: TurnResult | null = null;
-  for await (const event of events) if (event.type === "finished") result = event.result;
-  if (!result) throw errors.internal("the turn ended without a result");
-  return result;
+/**
+ * The largest request body a turn endpoint takes (2 MiB, README "Limits"): a larger question is
+ * refused with 413 before anything runs. Beyond most models' context windows, and far below what a
+ * conversation's Durable Object can store or receive in one call.
+ */
+export const MAX_TURN_REQUEST_BYTES = 2 * 1024 * 1024;
+
+export function turnBodyLimit(): MiddlewareHandler<AppEnv> {
+  const limit = bodyLimit({
+    maxSize: MAX_TURN_REQUEST_BYTES,
+    onError: () => {
+      throw errors.promptTooLong(`The request exceeds the maximum size of ${MAX_TURN_REQUEST_BYTES} bytes.`);
+    },
+  });
+  // A body without a length (chunked) is read here to count it: one that breaks off is the client's 422, not a 500.
+  return async (c, next) => {
+    let reached = false;
+    try {
+      return await limit(c, () => {
+        reached = true;
+        return next();
+      });
+    } catch (error) {
+      if (reached || error instanceof ApiError) throw error;
+      throw errors.invalidFormat("the request body could not be read");
+    }
+  };
+}
+
+/** Who plans a turn for this request, with which permissions. */
+export function planContext(c: Context<AppEnv>): PlanContext {
+  let mcpServers: Promise<RequestMcpServers> | null = null;
+  return {
+    env: c.env,
+    rt: c.get("rt"),
+    auth: c.get("auth"),
+    mayOverrideModel: userMay(c, ACTIONS.modelOverride),
+    mayUseOthers: userMayActOnOthers(c, "continue"),
+    // Before a turn uses the server's MCP tools, the caller's credentials for them are probed (a 401 otherwise).
+    mcpServers: () =>
+      (mcpServers ??= (async () => {
+        const servers = await serversOfRequest(c);
+        await probeMcpAuth(servers.probes);
+        return servers;
+      })()),
+  };
+}
+
+/** A Splunk event, sent after the answer when splunk is enabled (never on the client's wait path). */
+export function sendTelemetry(c: Context<AppEnv>, event: (config: Config) => SplunkEvent): void {
+  const rt = c.get("rt");
+  if (!rt.config.splunk.enabled) return;
+  c.executionCtx.waitUntil(sendSplunkEvent(rt, event(rt.config)));
 }
 
 export function sse(body: ReadableStream<string>): Response {
