@@ -5,7 +5,8 @@
 // token usage list, due quota subjects) are filtered to the test's own ids or use value ranges no
 // other test touches.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { StoreConflictError, type Store, type TurnRecord } from "../worker/storage/store.ts";
+import { sql } from "drizzle-orm";
+import { StoreConflictError, type ConversationRecord, type Store } from "../worker/storage/store.ts";
 
 const ISO_UTC = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const unique = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
@@ -21,25 +22,31 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
       await store.close();
     });
 
-    const turn = (fields: Pick<TurnRecord, "id" | "userId"> & Partial<TurnRecord>): TurnRecord => ({
-      model: "model-a",
-      provider: "provider-a",
-      at: "2025-01-01T00:00:00.000Z",
-      responseId: null,
+    const snapshot = (fields: Pick<ConversationRecord, "id" | "userId"> & Partial<ConversationRecord>): ConversationRecord => ({
+      lastUsedModel: "model-a",
+      lastUsedProvider: "provider-a",
+      createdAt: "2025-01-01T00:00:00.000Z",
+      lastMessageAt: "2025-01-01T00:00:00.000Z",
+      messageCount: 1,
+      topicSummary: null,
+      lastResponseId: null,
       ...fields,
     });
+    /** A response of an earlier release, indexed in the record store. */
+    const legacyResponse = (responseId: string, conversationId: string) =>
+      store.sql.query(sql`INSERT INTO responses (response_id, conversation_id, user_id, created_at) VALUES (${responseId}, ${conversationId}, ${"u1"}, ${"2025-06-01T12:30:00.000Z"})`);
 
     describe("conversations", () => {
       it("get returns null for an unknown id", async () => {
         expect(await store.conversations.get(unique("none"))).toBeNull();
       });
 
-      it("the first turn creates the record; timestamps come back as ISO 8601 UTC", async () => {
+      it("a snapshot creates the record; timestamps come back as ISO 8601 UTC", async () => {
         const id = unique("conv");
-        const created = await store.conversations.recordTurn(
-          turn({ id, userId: "u1", at: "2025-03-01T12:00:00+02:00", responseId: "resp_1", topicSummary: "first" }),
+        await store.conversations.upsertSnapshot(
+          snapshot({ id, userId: "u1", createdAt: "2025-03-01T12:00:00+02:00", lastMessageAt: "2025-03-01T12:00:00+02:00", lastResponseId: "resp_1", topicSummary: "first" }),
         );
-        expect(created).toEqual({
+        expect(await store.conversations.get(id)).toEqual({
           id,
           userId: "u1",
           lastUsedModel: "model-a",
@@ -50,95 +57,57 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
           topicSummary: "first",
           lastResponseId: "resp_1",
         });
-        expect(await store.conversations.get(id)).toEqual(created);
       });
 
-      it("indexes the turn's response id with the turn", async () => {
+      it("a later snapshot replaces the record whole; an older one, or a repeat, changes nothing", async () => {
         const id = unique("conv");
-        const responseId = unique("resp");
-        await store.conversations.recordTurn(turn({ id, userId: "u1", at: "2025-01-01T00:00:00.000Z", responseId }));
-        expect(await store.responses.get(responseId)).toEqual({ responseId, conversationId: id, userId: "u1", createdAt: "2025-01-01T00:00:00.000Z" });
+        await store.conversations.upsertSnapshot(snapshot({ id, userId: "u1", lastResponseId: "resp_1" }));
+        const second = snapshot({ id, userId: "u1", messageCount: 2, lastUsedModel: "model-b", lastMessageAt: "2025-01-02T00:00:00.000Z", topicSummary: "T" });
+        await store.conversations.upsertSnapshot(second);
+        await store.conversations.upsertSnapshot(second);
+        expect(await store.conversations.get(id)).toEqual(second);
+        await store.conversations.upsertSnapshot(snapshot({ id, userId: "u1", messageCount: 1, lastUsedModel: "stale" }));
+        expect(await store.conversations.get(id)).toEqual(second);
       });
 
-      it("later turns bump the count and last-used fields and keep created_at", async () => {
+      it("a snapshot for another user's conversation is refused and changes nothing", async () => {
         const id = unique("conv");
-        await store.conversations.recordTurn(turn({ id, userId: "u1", at: "2025-01-01T00:00:00.000Z", responseId: "resp_1" }));
-        const second = await store.conversations.recordTurn(
-          turn({ id, userId: "u1", model: "model-b", provider: "provider-b", at: "2025-01-02T00:00:00.000Z" }),
-        );
-        expect(second).toMatchObject({
-          messageCount: 2,
-          createdAt: "2025-01-01T00:00:00.000Z",
-          lastMessageAt: "2025-01-02T00:00:00.000Z",
-          lastUsedModel: "model-b",
-          lastUsedProvider: "provider-b",
-          // A turn without a response id keeps the previous one.
-          lastResponseId: "resp_1",
-        });
-        const third = await store.conversations.recordTurn(
-          turn({ id, userId: "u1", at: "2025-01-03T00:00:00.000Z", responseId: "resp_3" }),
-        );
-        expect(third).toMatchObject({ messageCount: 3, lastResponseId: "resp_3", lastUsedModel: "model-a" });
-      });
-
-      it("a turn sets the topic summary only while the stored one is empty", async () => {
-        const id = unique("conv");
-        expect((await store.conversations.recordTurn(turn({ id, userId: "u1" }))).topicSummary).toBeNull();
-        expect((await store.conversations.recordTurn(turn({ id, userId: "u1", topicSummary: "A" }))).topicSummary).toBe("A");
-        expect((await store.conversations.recordTurn(turn({ id, userId: "u1", topicSummary: "B" }))).topicSummary).toBe("A");
-        expect((await store.conversations.recordTurn(turn({ id, userId: "u1", topicSummary: null }))).topicSummary).toBe("A");
-      });
-
-      it("setTopicSummary overwrites and reports a missing conversation", async () => {
-        const id = unique("conv");
-        await store.conversations.recordTurn(turn({ id, userId: "u1", topicSummary: "A" }));
-        expect(await store.conversations.setTopicSummary(id, "C")).toBe(true);
-        expect((await store.conversations.get(id))?.topicSummary).toBe("C");
-        expect(await store.conversations.setTopicSummary(unique("none"), "C")).toBe(false);
-      });
-
-      it("a turn for another user's conversation is refused and changes nothing", async () => {
-        const id = unique("conv");
-        const original = await store.conversations.recordTurn(turn({ id, userId: "owner" }));
-        await expect(store.conversations.recordTurn(turn({ id, userId: "intruder", model: "x" }))).rejects.toBeInstanceOf(
-          StoreConflictError,
-        );
+        const original = snapshot({ id, userId: "owner" });
+        await store.conversations.upsertSnapshot(original);
+        await expect(store.conversations.upsertSnapshot(snapshot({ id, userId: "intruder", messageCount: 5 }))).rejects.toBeInstanceOf(StoreConflictError);
         expect(await store.conversations.get(id)).toEqual(original);
       });
 
-      it("listByUser returns only that user's conversations, newest message first", async () => {
+      it("list returns one user's conversations (or everyone's), newest message first", async () => {
         const user = unique("user");
         const [a, b, c] = [unique("a"), unique("b"), unique("c")];
-        await store.conversations.recordTurn(turn({ id: a, userId: user, at: "2025-01-01T00:00:00Z" }));
-        await store.conversations.recordTurn(turn({ id: b, userId: user, at: "2025-01-03T00:00:00Z" }));
-        await store.conversations.recordTurn(turn({ id: c, userId: user, at: "2025-01-02T00:00:00Z" }));
-        await store.conversations.recordTurn(turn({ id: unique("other"), userId: unique("user"), at: "2025-01-04T00:00:00Z" }));
-        // A new message moves a conversation to the front.
-        await store.conversations.recordTurn(turn({ id: a, userId: user, at: "2025-01-05T00:00:00Z" }));
-        const listed = await store.conversations.listByUser(user);
+        const other = unique("other");
+        await store.conversations.upsertSnapshot(snapshot({ id: a, userId: user, lastMessageAt: "2025-01-05T00:00:00Z", messageCount: 2 }));
+        await store.conversations.upsertSnapshot(snapshot({ id: b, userId: user, lastMessageAt: "2025-01-03T00:00:00Z" }));
+        await store.conversations.upsertSnapshot(snapshot({ id: c, userId: user, lastMessageAt: "2025-01-02T00:00:00Z" }));
+        await store.conversations.upsertSnapshot(snapshot({ id: other, userId: unique("user"), lastMessageAt: "2025-01-04T00:00:00Z" }));
+        const listed = await store.conversations.list(user);
         expect(listed.map((r) => r.id)).toEqual([a, b, c]);
         expect(listed[0]).toMatchObject({ messageCount: 2, lastMessageAt: "2025-01-05T00:00:00.000Z" });
-        expect(await store.conversations.listByUser(unique("nobody"))).toEqual([]);
+        expect(await store.conversations.list(unique("nobody"))).toEqual([]);
+        const everyone = (await store.conversations.list(null)).map((r) => r.id);
+        for (const id of [a, b, c, other]) expect(everyone).toContain(id);
       });
 
-      it("50 concurrent turns on one conversation count exactly 50", async () => {
+      it("concurrent snapshots of one conversation leave the newest", async () => {
         const id = unique("conv");
-        const ats = Array.from({ length: 50 }, (_, i) => new Date(Date.UTC(2025, 0, 1, 0, 0, i)).toISOString());
-        await Promise.all(ats.map((at, i) => store.conversations.recordTurn(turn({ id, userId: "u1", at, responseId: `r${i}` }))));
-        const record = await store.conversations.get(id);
-        expect(record?.messageCount).toBe(50);
-        expect(ats).toContain(record?.createdAt);
+        await Promise.all(Array.from({ length: 50 }, (_, i) => store.conversations.upsertSnapshot(snapshot({ id, userId: "u1", messageCount: i + 1 }))));
+        expect((await store.conversations.get(id))?.messageCount).toBe(50);
       });
 
       it("delete removes the conversation with its responses and stream requests", async () => {
         const [id, other] = [unique("conv"), unique("conv")];
-        await store.conversations.recordTurn(turn({ id, userId: "u1" }));
-        await store.conversations.recordTurn(turn({ id: other, userId: "u1" }));
+        await store.conversations.upsertSnapshot(snapshot({ id, userId: "u1" }));
+        await store.conversations.upsertSnapshot(snapshot({ id: other, userId: "u1" }));
         const [r1, r2, r3] = [unique("resp"), unique("resp"), unique("resp")];
-        const createdAt = "2025-01-01T00:00:00.000Z";
-        await store.responses.record({ responseId: r1, conversationId: id, userId: "u1", createdAt });
-        await store.responses.record({ responseId: r2, conversationId: id, userId: "u1", createdAt });
-        await store.responses.record({ responseId: r3, conversationId: other, userId: "u1", createdAt });
+        await legacyResponse(r1, id);
+        await legacyResponse(r2, id);
+        await legacyResponse(r3, other);
         const [s1, s2] = [unique("req"), unique("req")];
         await store.streamRequests.register({ requestId: s1, conversationId: id, userId: "u1" });
         await store.streamRequests.register({ requestId: s2, conversationId: other, userId: "u1" });
@@ -156,17 +125,11 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
     });
 
     describe("responses", () => {
-      it("maps a response id to its conversation; recording it again changes nothing", async () => {
+      it("finds the conversation of a response of an earlier release", async () => {
         const responseId = unique("resp");
         const conversationId = unique("conv");
-        await store.responses.record({ responseId, conversationId, userId: "u1", createdAt: "2025-06-01T08:30:00-04:00" });
-        await store.responses.record({ responseId, conversationId: unique("conv"), userId: "u2", createdAt: "2025-07-01T00:00:00Z" });
-        expect(await store.responses.get(responseId)).toEqual({
-          responseId,
-          conversationId,
-          userId: "u1",
-          createdAt: "2025-06-01T12:30:00.000Z",
-        });
+        await legacyResponse(responseId, conversationId);
+        expect(await store.responses.get(responseId)).toEqual({ responseId, conversationId, userId: "u1", createdAt: "2025-06-01T12:30:00.000Z" });
         expect(await store.responses.get(unique("none"))).toBeNull();
       });
     });
@@ -309,11 +272,16 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
     });
 
     describe("tokenUsage", () => {
-      it("add accumulates per user, provider and model", async () => {
+      const add = (turnKey: string, u: { userId: string; model: string; inputTokens: number; outputTokens: number }) =>
+        store.tokenUsage.addOnce({ turnKey, provider: "p", ...u });
+
+      it("adds each turn's tokens once, per user, provider and model", async () => {
         const userId = unique("user");
-        await store.tokenUsage.add({ userId, provider: "p", model: "m1", inputTokens: 10, outputTokens: 1 });
-        await store.tokenUsage.add({ userId, provider: "p", model: "m1", inputTokens: 5, outputTokens: 2 });
-        await store.tokenUsage.add({ userId, provider: "p", model: "m0", inputTokens: 3, outputTokens: 4 });
+        const first = unique("turn");
+        await add(first, { userId, model: "m1", inputTokens: 10, outputTokens: 1 });
+        await add(first, { userId, model: "m1", inputTokens: 10, outputTokens: 1 });
+        await add(unique("turn"), { userId, model: "m1", inputTokens: 5, outputTokens: 2 });
+        await add(unique("turn"), { userId, model: "m0", inputTokens: 3, outputTokens: 4 });
         const listed = await store.tokenUsage.list(userId);
         expect(listed.map(({ updatedAt: _, ...rest }) => rest)).toEqual([
           { userId, provider: "p", model: "m0", inputTokens: 3, outputTokens: 4 },
@@ -323,25 +291,33 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
         expect(await store.tokenUsage.list(unique("nobody"))).toEqual([]);
       });
 
-      it("20 concurrent adds sum exactly, beyond 32 bits", async () => {
+      it("20 concurrent turns sum exactly, beyond 32 bits, and repeats of them add nothing", async () => {
         const userId = unique("user");
         const big = 2 ** 31;
-        await Promise.all(
-          Array.from({ length: 20 }, (_, i) =>
-            store.tokenUsage.add({ userId, provider: "p", model: "m", inputTokens: i + 1, outputTokens: big }),
-          ),
-        );
+        const keys = Array.from({ length: 20 }, () => unique("turn"));
+        const all = () => Promise.all(keys.map((key, i) => add(key, { userId, model: "m", inputTokens: i + 1, outputTokens: big })));
+        await all();
+        await all();
         const [row] = await store.tokenUsage.list(userId);
         expect(row).toMatchObject({ inputTokens: 210, outputTokens: 20 * big });
       });
 
       it("list without a user returns every user's usage", async () => {
         const [u1, u2] = [unique("user"), unique("user")];
-        await store.tokenUsage.add({ userId: u1, provider: "p", model: "m", inputTokens: 1, outputTokens: 1 });
-        await store.tokenUsage.add({ userId: u2, provider: "p", model: "m", inputTokens: 2, outputTokens: 2 });
+        await add(unique("turn"), { userId: u1, model: "m", inputTokens: 1, outputTokens: 1 });
+        await add(unique("turn"), { userId: u2, model: "m", inputTokens: 2, outputTokens: 2 });
         const users = (await store.tokenUsage.list()).map((r) => r.userId);
         expect(users).toContain(u1);
         expect(users).toContain(u2);
+      });
+
+      it("forgets old turn keys when pruned", async () => {
+        const userId = unique("user");
+        const key = unique("turn");
+        await add(key, { userId, model: "m", inputTokens: 1, outputTokens: 1 });
+        await store.tokenUsage.pruneApplied(new Date(Date.now() + 60_000).toISOString());
+        await add(key, { userId, model: "m", inputTokens: 1, outputTokens: 1 });
+        expect((await store.tokenUsage.list(userId))[0]).toMatchObject({ inputTokens: 2 });
       });
     });
 

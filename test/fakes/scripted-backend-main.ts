@@ -1,7 +1,8 @@
 /**
  * CLI for the scripted inference backend (see scripted-backend.ts for its behaviour):
  *   node test/fakes/scripted-backend-main.ts [--port 8321] [--host 127.0.0.1]
- *     [--first-token-delay MS] [--token-delay MS] [--no-seed]
+ *     [--first-token-delay MS] [--token-delay MS] [--no-seed] [--model-style llama-stack|openai]
+ *     [--chat-only] [--reject-stream-options] [--omit-usage]
  */
 import { parseArgs } from "node:util";
 import { startScriptedBackend } from "./scripted-backend.ts";
@@ -26,6 +27,10 @@ try {
       "first-token-delay": { type: "string", default: "0" },
       "token-delay": { type: "string", default: "0" },
       "no-seed": { type: "boolean", default: false },
+      "model-style": { type: "string", default: "llama-stack" },
+      "chat-only": { type: "boolean", default: false },
+      "reject-stream-options": { type: "boolean", default: false },
+      "omit-usage": { type: "boolean", default: false },
     },
   }));
 } catch (error) {
@@ -38,6 +43,10 @@ const options = {
   firstTokenDelayMs: nonNegativeInteger("first-token-delay", values["first-token-delay"]),
   tokenDelayMs: nonNegativeInteger("token-delay", values["token-delay"]),
   seed: !values["no-seed"],
+  modelStyle: values["model-style"] === "openai" ? ("openai" as const) : values["model-style"] === "llama-stack" ? ("llama-stack" as const) : fail(`--model-style must be llama-stack or openai`),
+  chatOnly: values["chat-only"],
+  rejectStreamOptions: values["reject-stream-options"],
+  omitUsage: values["omit-usage"],
 };
 // A taken port is the usual failure: one line is more useful than a stack trace.
 const backend = await startScriptedBackend(options).catch((error: unknown) =>

@@ -1,6 +1,7 @@
 /**
- * Scripted inference backend: a deterministic OpenAI-compatible HTTP server (Responses API, base
- * path /v1) that stands in for OpenAI / Llama Stack / vLLM in the gateway's tests and `npm start`.
+ * Scripted inference backend: a deterministic OpenAI-compatible HTTP server (Responses API and Chat
+ * Completions, base path /v1) that stands in for OpenAI / Llama Stack / vLLM / Ollama in the
+ * gateway's tests and `npm start`.
  * The wire format follows OpenAI's so a real backend can replace it; the answers are scripted so
  * tests can predict them. Gateway tests are written against the rules below: change them with care.
  *
@@ -8,6 +9,9 @@
  *   scripted/parley-small (llm), scripted/parley-large (llm), scripted/parley-embed (embedding, 384).
  *   `created` is fixed (1767225600). A request may name a model by id or by its bare
  *   provider_resource_id ("parley-small"); the response echoes `model` as sent.
+ *   Option modelStyle "openai" (CLI --model-style openai) lists them as OpenAI, vLLM and Ollama do:
+ *   {id: "parley-small", object: "model", created, owned_by: "scripted"}, no custom_metadata, and
+ *   accepts only those bare ids (a prefixed "scripted/parley-small" is 404 model_not_found).
  *
  * POST /v1/responses
  *   Errors (OpenAI shape {error:{message,type,param,code}}, param/code null when not applicable):
@@ -18,6 +22,8 @@
  *   N (user turns) = number of `message` items (or typeless {role, content}) with role "user";
  *   1 for a string input.
  *   Answer text:
+ *     instructions contain "summarise a conversation" (compaction) -> "Summary: " + the first 12
+ *                           words of Q (markers removed); nothing when Q has #empty-summary.
  *     instructions contain "topic summary" (any case) -> "Topic: " + first five words of Q with
  *       markers removed. Such requests ignore every marker (no errors, no tools, no delays), so a
  *       question's markers act on the main call only.
@@ -28,6 +34,12 @@
  *                           message starting "This model's maximum context length is 4096 tokens".
  *     #rate-limit        -> 429 rate_limit_error, code rate_limit_exceeded, "Rate limit reached".
  *                           (No retry-after header: the openai SDK retries 429/5xx twice by default.)
+ *     #bad-key           -> 400 invalid_request_error, code invalid_api_key, message
+ *                           "Incorrect API key provided: <the bearer token the request carried>".
+ *     #drop              -> the connection is cut: non-stream after the status line and half the
+ *                           body; stream after the first 2 deltas (no terminal event).
+ *     #stall / #stall=MS -> stream: after the first 2 deltas nothing more is sent for MS (default
+ *                           150000), then the rest follows; non-stream: the answer waits MS.
  *     #fail-midstream    -> stream: created, in_progress, message item added, content part added,
  *                           the first 2 deltas, then an `error` event {code:"server_error",
  *                           message:"scripted failure", param:null} and `response.failed` (status
@@ -36,10 +48,29 @@
  *                           Non-stream -> 500 {error:{message:"scripted failure",type:"server_error"}}.
  *     #slow / #slow=MS   -> MS (default 200) extra between deltas; a non-stream answer waits
  *                           deltas x MS before answering.
+ *     #status=CODE       -> HTTP CODE (400 to 599) before anything else, OpenAI's error shape:
+ *                           {error:{message:"scripted status CODE", type: "server_error" for 5xx,
+ *                           "rate_limit_error" for 429, else "invalid_request_error", param:null,
+ *                           code:null}}; stream or not.
+ *     #late / #late=MS   -> nothing at all (not even the status line) for MS (default 150000), then
+ *                           the answer as usual: a backend slower than any time-out.
+ *     #stall-headers / #stall-headers=MS -> the status line and headers (200) are sent at once, then
+ *                           nothing for MS (default 150000), then the body: stream, every event;
+ *                           non-stream, the JSON (chunked, no content-length).
+ *     #garbled           -> malformed answers: stream, after the first 2 deltas one event whose
+ *                           data is not JSON (`data: {"type":"response.output_text.delta","delta":`),
+ *                           then the rest as usual; non-stream, 200 application/json whose body is
+ *                           not JSON (a response object cut in half, content-length matching it).
  *     #call-tool:NAME    -> a `function_call` item {id:"fc_…", call_id:"call_…", name:NAME,
  *                           arguments: JSON.stringify({query: Q}), status:"completed"} before the
  *                           message, unless a `function_call_output` item follows the last user
  *                           message (the tool result is being handed back: no loop).
+ *     #call-tool:NAME:{JSON} -> the same with those arguments (JSON without spaces). Several
+ *                           #call-tool markers call several tools, in their order.
+ *     #keep-calling      -> the #call-tool markers apply to every request, tool results or not (a
+ *                           model that never stops calling tools).
+ *     After function_call_output items following the last user message, the answer ends with
+ *     " [tool outputs: <output> | <output> ...]".
  *     #mcp-call:LABEL:NAME -> an `mcp_call` item {id:"mcp_…", server_label:LABEL, name:NAME,
  *                           arguments: JSON.stringify({query: Q}), output:"scripted tool output",
  *                           error:null, status:"completed"} before the message.
@@ -75,6 +106,49 @@
  *     output_item.done, response.completed (the full response). No [DONE]. firstTokenDelayMs
  *     before the first delta, tokenDelayMs (+ #slow) between deltas; a client disconnect stops it.
  *
+ * POST /v1/chat/completions (test/fakes/scripted-chat.ts): the same answers from the same planner,
+ *   in OpenAI's chat wire format.
+ *   Errors: as for /v1/responses (model missing, unknown or embedding; #context-too-long,
+ *     #rate-limit, #bad-key), plus: messages missing or empty -> 400; a message that is not an
+ *     object with role system|developer|user|assistant|tool -> 400; OpenAI's pairing rules: an
+ *     assistant message with tool_calls must be followed by a tool message for each tool_call_id,
+ *     and a tool message must answer a preceding tool call -> 400; stream_options without
+ *     stream: true -> 400; with option rejectStreamOptions any stream_options -> 400
+ *     "Unrecognized request argument supplied: stream_options".
+ *   The request is read as the Responses request it stands for: system and developer messages
+ *     (joined with "\n") are the instructions (topic summary, input words), user messages (a string,
+ *     or their `text` parts joined with "\n") input_text, assistant text output_text, assistant
+ *     tool_calls function calls, tool messages function_call_output. So Q, N, the answer text and
+ *     the usage are those /v1/responses gives for the same conversation. #echo-request echoes the
+ *     chat body as received.
+ *   #call-tool:NAME -> message.tool_calls [{id: "call_…", type: "function", function: {name: NAME,
+ *     arguments: JSON.stringify({query: Q})}}] beside the answer text, finish_reason "tool_calls"
+ *     (none when a tool message follows the last user message). #mcp-call and #file-search have no
+ *     chat form and add nothing.
+ *   JSON: {id: "chatcmpl-…", object: "chat.completion", created, model (as sent), choices: [{index:
+ *     0, message: {role: "assistant", content: answer, refusal: null, annotations: [], tool_calls?},
+ *     logprobs: null, finish_reason: "stop" | "tool_calls"}], usage: {prompt_tokens (= the Responses
+ *     input_tokens), completion_tokens (= number of deltas), total_tokens, prompt_tokens_details:
+ *     {cached_tokens: 0}, completion_tokens_details: {reasoning_tokens: 0}}, service_tier: "default",
+ *     system_fingerprint: null}.
+ *   Stream (stream: true): "data: <chunk>\n\n" (no event names); each chunk {id, object:
+ *     "chat.completion.chunk", created, model, service_tier, system_fingerprint, choices: [{index: 0,
+ *     delta, logprobs: null, finish_reason: null}]}, plus usage: null when include_usage. First
+ *     delta {role: "assistant", content: "", refusal: null}; per tool call {tool_calls: [{index, id,
+ *     type: "function", function: {name, arguments: ""}}]} and then its arguments in two pieces;
+ *     then {content: delta} per delta (delays, #slow, #stall, #drop, #late, #stall-headers, #status
+ *     as for /v1/responses; #garbled: before the third delta a `data:` line that is not JSON); then {}
+ *     with finish_reason; with stream_options.include_usage a last chunk {choices: [], usage}; then
+ *     "data: [DONE]". #fail-midstream: after 2 deltas a chunk {error: {message: "scripted failure",
+ *     type: "server_error", param: null, code: "server_error"}} and the stream ends (no [DONE]).
+ *     Non-stream #fail-midstream -> 500 as for /v1/responses; non-stream #drop, #garbled and
+ *     #stall-headers as for /v1/responses.
+ *   Option omitUsage (CLI --omit-usage): no usage in JSON answers and no usage chunk.
+ *
+ * CHAT-ONLY (option chatOnly, CLI --chat-only): only GET /v1/models[/{id}], POST
+ *   /v1/chat/completions and the test controls are served; everything else under /v1 (responses,
+ *   moderations, files, vector stores) is 404 "Invalid URL", as on Ollama or llama.cpp's server.
+ *
  * POST /v1/moderations {input: string | string[] | [{type:"text", text}], model?}: one result per
  *   input; flagged iff the text contains #unsafe (categories.violence true, score 0.99, every other
  *   category false / 0). Any model name is accepted (default "omni-moderation-latest").
@@ -106,7 +180,9 @@
  *   See SEED_FILES for the exact texts and attributes.
  *
  * Test control (not under /v1, not recorded): GET /__requests (recorded requests as JSON),
- *   DELETE /__requests (clear, 204), POST /__reset (clear requests, restore the seed, 204).
+ *   DELETE /__requests (clear, 204), POST /__reset (clear requests, restore the seed, 204, and end
+ *   an outage), POST /__outage {down: boolean} (204; while down, every /v1 request's connection is
+ *   cut before any answer, as a server that went away; give such a test its own backend instance).
  * Anything else -> 404 "Invalid URL (METHOD path)". Bad JSON -> 400. Handler failures -> 500.
  */
 
@@ -114,6 +190,7 @@ import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createChatCompletion } from "./scripted-chat.ts";
 
 export interface ScriptedBackendOptions {
   /** 0 (default) picks a free port. */
@@ -123,6 +200,14 @@ export interface ScriptedBackendOptions {
   tokenDelayMs?: number;
   /** Pre-create the vs_docs and portal-rag stores (default true). */
   seed?: boolean;
+  /** How models are listed and named (see MODELS above); default "llama-stack". */
+  modelStyle?: ModelStyle;
+  /** Serve only models and chat completions, as Ollama or llama.cpp do (see CHAT-ONLY above). */
+  chatOnly?: boolean;
+  /** Refuse `stream_options` with 400, as some compatible servers do. */
+  rejectStreamOptions?: boolean;
+  /** Never report usage in chat completions (JSON or stream), as some servers do not. */
+  omitUsage?: boolean;
 }
 
 export interface RecordedRequest {
@@ -144,12 +229,13 @@ export interface ScriptedBackend {
   close(): Promise<void>;
 }
 
-type JsonObject = Record<string, unknown>;
+export type JsonObject = Record<string, unknown>;
 type Attributes = Record<string, string | number | boolean>;
 
 const FIXED_CREATED = 1767225600; // 2026-01-01T00:00:00Z
 const CHUNK_WORDS = 40;
 const DEFAULT_SLOW_MS = 200;
+const DEFAULT_STALL_MS = 150_000;
 
 // ---------------------------------------------------------------------------------------------
 // Models
@@ -167,11 +253,14 @@ const MODELS: ScriptedModel[] = [
   { id: "scripted/parley-embed", resourceId: "parley-embed", type: "embedding", embeddingDimension: 384 },
 ];
 
-function findModel(name: string): ScriptedModel | undefined {
-  return MODELS.find((model) => model.id === name || model.resourceId === name);
+type ModelStyle = "llama-stack" | "openai";
+
+export function findModel(name: string, style: ModelStyle): ScriptedModel | undefined {
+  return MODELS.find((model) => (style === "llama-stack" && model.id === name) || model.resourceId === name);
 }
 
-function modelView(model: ScriptedModel): JsonObject {
+function modelView(model: ScriptedModel, style: ModelStyle): JsonObject {
+  if (style === "openai") return { id: model.resourceId, object: "model", created: FIXED_CREATED, owned_by: "scripted" };
   const metadata: JsonObject = {
     model_type: model.type,
     provider_id: "scripted",
@@ -191,7 +280,7 @@ interface OpenAiErrorBody {
   code?: string | null;
 }
 
-class ApiError extends Error {
+export class ApiError extends Error {
   readonly status: number;
   readonly body: OpenAiErrorBody;
   constructor(status: number, body: OpenAiErrorBody) {
@@ -201,15 +290,15 @@ class ApiError extends Error {
   }
 }
 
-function invalidRequest(message: string, param: string | null = null, code: string | null = null): ApiError {
+export function invalidRequest(message: string, param: string | null = null, code: string | null = null): ApiError {
   return new ApiError(400, { message, type: "invalid_request_error", param, code });
 }
 
-function notFound(message: string, param: string | null = null, code: string | null = null): ApiError {
+export function notFound(message: string, param: string | null = null, code: string | null = null): ApiError {
   return new ApiError(404, { message, type: "invalid_request_error", param, code });
 }
 
-function writeJson(res: ServerResponse, status: number, body: unknown): void {
+export function writeJson(res: ServerResponse, status: number, body: unknown): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
@@ -224,15 +313,15 @@ function writeError(res: ServerResponse, error: ApiError): void {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-function randomHex(length: number): string {
+export function randomHex(length: number): string {
   return randomBytes(Math.ceil(length / 2)).toString("hex").slice(0, length);
 }
 
-function now(): number {
+export function now(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-function isObject(value: unknown): value is JsonObject {
+export function isObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
@@ -266,17 +355,25 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|fail-midstream|context-too-long|rate-limit|call-tool:[\w.-]+|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
   slowMs: number;
+  stallMs: number;
+  badKey: boolean;
+  drop: boolean;
   failMidstream: boolean;
   contextTooLong: boolean;
   rateLimit: boolean;
-  callTool: string | null;
+  callTools: Array<{ name: string; args: string | null }>;
+  keepCalling: boolean;
   mcpCall: { label: string; name: string } | null;
   fileSearch: boolean;
+  status: number | null;
+  lateMs: number;
+  headersStallMs: number;
+  garbled: boolean;
 }
 
 function has(text: string, marker: string): boolean {
@@ -285,17 +382,28 @@ function has(text: string, marker: string): boolean {
 
 function readMarkers(text: string): Markers {
   const slow = /#slow(?:=(\d+))?(?![\w-])/.exec(text);
-  const callTool = /#call-tool:([\w.-]+)(?![\w-])/.exec(text);
+  const stall = /#stall(?:=(\d+))?(?![\w-])/.exec(text);
   const mcpCall = /#mcp-call:([\w.-]+):([\w.-]+)(?![\w-])/.exec(text);
+  const status = /#status=(\d{3})(?![\w-])/.exec(text);
+  const late = /#late(?:=(\d+))?(?![\w-])/.exec(text);
+  const headersStall = /#stall-headers(?:=(\d+))?(?![\w-])/.exec(text);
   return {
     echoRequest: has(text, "echo-request"),
     slowMs: slow ? (slow[1] === undefined ? DEFAULT_SLOW_MS : Number(slow[1])) : 0,
+    stallMs: stall ? (stall[1] === undefined ? DEFAULT_STALL_MS : Number(stall[1])) : 0,
+    badKey: has(text, "bad-key"),
+    drop: has(text, "drop"),
     failMidstream: has(text, "fail-midstream"),
     contextTooLong: has(text, "context-too-long"),
     rateLimit: has(text, "rate-limit"),
-    callTool: callTool ? callTool[1] : null,
+    callTools: Array.from(text.matchAll(/#call-tool:([\w.-]+)(?::(\{\S*?\}))?(?![\w-])/g), (match) => ({ name: match[1]!, args: match[2] ?? null })),
+    keepCalling: has(text, "keep-calling"),
     mcpCall: mcpCall ? { label: mcpCall[1], name: mcpCall[2] } : null,
     fileSearch: has(text, "file-search"),
+    status: status ? Number(status[1]) : null,
+    lateMs: late ? (late[1] === undefined ? DEFAULT_STALL_MS : Number(late[1])) : 0,
+    headersStallMs: headersStall ? (headersStall[1] === undefined ? DEFAULT_STALL_MS : Number(headersStall[1])) : 0,
+    garbled: has(text, "garbled"),
   };
 }
 
@@ -351,9 +459,10 @@ interface StoredVectorStore {
   files: Map<string, StoredVectorStoreFile>;
 }
 
-interface State {
+export interface State {
   files: Map<string, StoredFile>;
   stores: Map<string, StoredVectorStore>;
+  down: boolean;
 }
 
 function chunkText(text: string): string[] {
@@ -504,6 +613,7 @@ export const SEED_FILES: readonly SeedFile[] = [
 ];
 
 function resetState(state: State, seed: boolean): void {
+  state.down = false;
   state.files.clear();
   state.stores.clear();
   if (!seed) return;
@@ -654,6 +764,8 @@ interface Turn {
   userTurns: number;
   inputWords: number;
   toolOutputAfterQuestion: boolean;
+  /** Outputs of the function_call_output items after the last user message. */
+  toolOutputs: string[];
 }
 
 function contentText(content: unknown, partTypes: readonly string[]): string {
@@ -672,11 +784,12 @@ function isMessage(item: JsonObject): boolean {
 function readTurn(input: string | unknown[], instructions: unknown): Turn {
   let inputWords = typeof instructions === "string" ? words(instructions).length : 0;
   if (typeof input === "string") {
-    return { question: input, userTurns: 1, inputWords: inputWords + words(input).length, toolOutputAfterQuestion: false };
+    return { question: input, userTurns: 1, inputWords: inputWords + words(input).length, toolOutputAfterQuestion: false, toolOutputs: [] };
   }
   let question = "";
   let userTurns = 0;
   let toolOutputAfterQuestion = false;
+  let toolOutputs: string[] = [];
   for (const item of input) {
     if (!isObject(item)) continue;
     if (isMessage(item)) {
@@ -685,13 +798,15 @@ function readTurn(input: string | unknown[], instructions: unknown): Turn {
         userTurns += 1;
         question = contentText(item.content, ["input_text"]);
         toolOutputAfterQuestion = false;
+        toolOutputs = [];
       }
     } else if (item.type === "function_call_output") {
       if (typeof item.output === "string") inputWords += words(item.output).length;
       toolOutputAfterQuestion = true;
+      toolOutputs.push(typeof item.output === "string" ? item.output : JSON.stringify(item.output));
     }
   }
-  return { question, userTurns, inputWords, toolOutputAfterQuestion };
+  return { question, userTurns, inputWords, toolOutputAfterQuestion, toolOutputs };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -705,7 +820,7 @@ interface Usage {
   total_tokens: number;
 }
 
-interface Plan {
+export interface Plan {
   /** Completed tool items, emitted before the message. */
   toolItems: JsonObject[];
   messageId: string;
@@ -713,6 +828,16 @@ interface Plan {
   failMidstream: boolean;
   firstDelayMs: number;
   tokenDelayMs: number;
+  /** Pause after the first 2 deltas (stream) or before answering (non-stream). */
+  stallMs: number;
+  /** Cut the connection part-way. */
+  drop: boolean;
+  /** Nothing at all is sent for this long (#late). */
+  lateMs: number;
+  /** Headers are sent at once, then nothing for this long (#stall-headers). */
+  headersStallMs: number;
+  /** One malformed event (stream) or a body that is not JSON (non-stream). */
+  garbled: boolean;
   inputWords: number;
 }
 
@@ -756,8 +881,19 @@ function fileSearchItem(state: State, tools: unknown, query: string): JsonObject
   };
 }
 
-function planResponse(body: JsonObject, input: string | unknown[], state: State, options: Required<ScriptedBackendOptions>): Plan {
-  const turn = readTurn(input, body.instructions);
+/**
+ * The scripted answer to a request: `body` as received (echoed by #echo-request, its tools searched
+ * by #file-search), its input items and instructions (a chat request's system messages).
+ */
+export function planResponse(
+  body: JsonObject,
+  input: string | unknown[],
+  instructions: unknown,
+  state: State,
+  options: Required<ScriptedBackendOptions>,
+  bearer: string,
+): Plan {
+  const turn = readTurn(input, instructions);
   const plan: Plan = {
     toolItems: [],
     messageId: `msg_${randomHex(48)}`,
@@ -765,11 +901,21 @@ function planResponse(body: JsonObject, input: string | unknown[], state: State,
     failMidstream: false,
     firstDelayMs: options.firstTokenDelayMs,
     tokenDelayMs: options.tokenDelayMs,
+    stallMs: 0,
+    drop: false,
+    lateMs: 0,
+    headersStallMs: 0,
+    garbled: false,
     inputWords: turn.inputWords,
   };
   const cleanQuestion = stripMarkers(turn.question);
 
-  if (typeof body.instructions === "string" && /topic summary/i.test(body.instructions)) {
+  if (typeof instructions === "string" && /summarise a conversation/i.test(instructions)) {
+    // Compaction's summariser: a short summary, or none when the conversation asks for that.
+    plan.deltas = has(turn.question, "empty-summary") ? [] : splitDeltas(`Summary: ${words(cleanQuestion).slice(0, 12).join(" ")}`);
+    return plan;
+  }
+  if (typeof instructions === "string" && /topic summary/i.test(instructions)) {
     plan.deltas = splitDeltas(`Topic: ${words(cleanQuestion).slice(0, 5).join(" ")}`);
     return plan;
   }
@@ -785,16 +931,23 @@ function planResponse(body: JsonObject, input: string | unknown[], state: State,
   if (markers.rateLimit) {
     throw new ApiError(429, { message: "Rate limit reached", type: "rate_limit_error", param: null, code: "rate_limit_exceeded" });
   }
+  if (markers.badKey) throw invalidRequest(`Incorrect API key provided: ${bearer}`, null, "invalid_api_key");
+  if (markers.status !== null && markers.status >= 400 && markers.status <= 599) {
+    const type = markers.status >= 500 ? "server_error" : markers.status === 429 ? "rate_limit_error" : "invalid_request_error";
+    throw new ApiError(markers.status, { message: `scripted status ${markers.status}`, type, param: null, code: null });
+  }
   const toolArguments = JSON.stringify({ query: turn.question });
-  if (markers.callTool !== null && !turn.toolOutputAfterQuestion) {
-    plan.toolItems.push({
-      type: "function_call",
-      id: `fc_${randomHex(48)}`,
-      call_id: `call_${randomHex(24)}`,
-      name: markers.callTool,
-      arguments: toolArguments,
-      status: "completed",
-    });
+  if (!turn.toolOutputAfterQuestion || markers.keepCalling) {
+    for (const tool of markers.callTools) {
+      plan.toolItems.push({
+        type: "function_call",
+        id: `fc_${randomHex(48)}`,
+        call_id: `call_${randomHex(24)}`,
+        name: tool.name,
+        arguments: tool.args ?? toolArguments,
+        status: "completed",
+      });
+    }
   }
   if (markers.mcpCall !== null) {
     plan.toolItems.push({
@@ -814,10 +967,16 @@ function planResponse(body: JsonObject, input: string | unknown[], state: State,
     if (item) plan.toolItems.push(item);
   }
 
-  const answer = markers.echoRequest ? JSON.stringify(body) : `[user_turns=${turn.userTurns}] You said: ${turn.question}`;
+  const toolOutputs = turn.toolOutputs.length > 0 ? ` [tool outputs: ${turn.toolOutputs.join(" | ")}]` : "";
+  const answer = markers.echoRequest ? JSON.stringify(body) : `[user_turns=${turn.userTurns}] You said: ${turn.question}${toolOutputs}`;
   plan.deltas = splitDeltas(answer);
   plan.failMidstream = markers.failMidstream;
   plan.tokenDelayMs += markers.slowMs;
+  plan.stallMs = markers.stallMs;
+  plan.drop = markers.drop;
+  plan.lateMs = markers.lateMs;
+  plan.headersStallMs = markers.headersStallMs;
+  plan.garbled = markers.garbled;
   return plan;
 }
 
@@ -884,6 +1043,8 @@ function messageItem(id: string, status: string, content: JsonObject[]): JsonObj
 
 interface EventStream {
   send(type: string, fields: JsonObject): void;
+  /** Writes text as it is (a malformed event). */
+  raw(text: string): void;
   end(): void;
 }
 
@@ -900,13 +1061,26 @@ function openEventStream(res: ServerResponse): EventStream {
       const event = { type, ...fields, sequence_number: sequence++ };
       res.write(`event: ${type}\ndata: ${JSON.stringify(event)}\n\n`);
     },
+    raw(text) {
+      if (!res.destroyed && !res.writableEnded) res.write(text);
+    },
     end() {
       if (!res.writableEnded) res.end();
     },
   };
 }
 
-async function pause(ms: number, signal: AbortSignal): Promise<void> {
+/**
+ * Cuts the connection part-way through an answer. What was written is given time to reach the
+ * client first: a reset that arrives with unread data makes the kernel drop that data, and the
+ * client would see a refused request instead of one that broke off.
+ */
+export async function cutConnection(res: ServerResponse): Promise<void> {
+  await sleep(100);
+  res.socket?.destroy();
+}
+
+export async function pause(ms: number, signal: AbortSignal): Promise<void> {
   if (ms > 0) await sleep(ms, undefined, { signal });
 }
 
@@ -945,6 +1119,10 @@ function toolItemProgress(item: JsonObject): { added: JsonObject; events: Array<
 
 async function streamResponse(res: ServerResponse, signal: AbortSignal, body: JsonObject, plan: Plan): Promise<void> {
   const stream = openEventStream(res);
+  if (plan.headersStallMs > 0) {
+    res.flushHeaders();
+    await pause(plan.headersStallMs, signal);
+  }
   const base: ResponseState = { id: `resp_${randomHex(48)}`, createdAt: now(), status: "in_progress", output: [], usage: null, error: null };
   stream.send("response.created", { response: responseView(body, base) });
   stream.send("response.in_progress", { response: responseView(body, base) });
@@ -967,7 +1145,12 @@ async function streamResponse(res: ServerResponse, signal: AbortSignal, body: Js
   const deltas = plan.failMidstream ? plan.deltas.slice(0, 2) : plan.deltas;
   let text = "";
   for (const [index, delta] of deltas.entries()) {
-    await pause(index === 0 ? plan.firstDelayMs : plan.tokenDelayMs, signal);
+    if (index === 2 && plan.drop) {
+      await cutConnection(res);
+      return;
+    }
+    await pause(index === 0 ? plan.firstDelayMs : index === 2 ? plan.stallMs + plan.tokenDelayMs : plan.tokenDelayMs, signal);
+    if (index === 2 && plan.garbled) stream.raw(`event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":\n\n`);
     stream.send("response.output_text.delta", { ...ref, delta, logprobs: [] });
     text += delta;
   }
@@ -995,7 +1178,7 @@ async function streamResponse(res: ServerResponse, signal: AbortSignal, body: Js
 async function answerResponse(signal: AbortSignal, body: JsonObject, plan: Plan): Promise<JsonObject> {
   if (plan.failMidstream) throw new ApiError(500, { message: "scripted failure", type: "server_error" });
   const count = plan.deltas.length;
-  await pause(count === 0 ? 0 : plan.firstDelayMs + count * plan.tokenDelayMs, signal);
+  await pause(count === 0 ? 0 : plan.firstDelayMs + count * plan.tokenDelayMs + plan.stallMs, signal);
   const message = messageItem(plan.messageId, "completed", [outputText(plan.deltas.join(""))]);
   return responseView(body, {
     id: `resp_${randomHex(48)}`,
@@ -1051,7 +1234,7 @@ function moderationInputs(input: unknown): string[] {
 // ---------------------------------------------------------------------------------------------
 // Routing
 
-interface Context {
+export interface Context {
   req: IncomingMessage;
   res: ServerResponse;
   url: URL;
@@ -1066,7 +1249,7 @@ interface Context {
 }
 
 /** A handler returns the JSON to send with 200, or WRITTEN when it wrote the response itself. */
-const WRITTEN = Symbol("written");
+export const WRITTEN = Symbol("written");
 type Handler = (ctx: Context) => unknown;
 
 interface Route {
@@ -1087,7 +1270,7 @@ async function createResponse(ctx: Context): Promise<unknown> {
   if (typeof body.model !== "string" || body.model.length === 0) {
     throw invalidRequest("Missing required parameter: 'model'.", "model", "missing_required_parameter");
   }
-  const model = findModel(body.model);
+  const model = findModel(body.model, ctx.options.modelStyle);
   if (!model) throw notFound(`Model ${body.model} not found`, "model", "model_not_found");
   if (model.type !== "llm") {
     throw invalidRequest(`Model ${body.model} is not a language model`, "model", "model_not_supported");
@@ -1099,12 +1282,41 @@ async function createResponse(ctx: Context): Promise<unknown> {
   if (typeof input !== "string" && !Array.isArray(input)) {
     throw invalidRequest("Invalid type for 'input': expected a string or an array of input items.", "input", "invalid_type");
   }
-  const plan = planResponse(body, input, ctx.state, ctx.options);
+  const bearer = (ctx.req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
+  const plan = planResponse(body, input, body.instructions, ctx.state, ctx.options, bearer);
+  await pause(plan.lateMs, ctx.signal);
   if (body.stream === true) {
     await streamResponse(ctx.res, ctx.signal, body, plan);
     return WRITTEN;
   }
-  return answerResponse(ctx.signal, body, plan);
+  return writeJsonAnswer(ctx, plan, () => answerResponse(ctx.signal, body, plan));
+}
+
+/**
+ * A non-stream answer with the plan's misbehaviours: headers first and the body after a stall
+ * (#stall-headers), a body that is not JSON (#garbled), or one cut in half (#drop).
+ */
+export async function writeJsonAnswer(ctx: Context, plan: Plan, answer: () => Promise<JsonObject>): Promise<unknown> {
+  if (plan.headersStallMs > 0) {
+    ctx.res.writeHead(200, { "content-type": "application/json" });
+    ctx.res.flushHeaders();
+    await pause(plan.headersStallMs, ctx.signal);
+    ctx.res.end(JSON.stringify(await answer()));
+    return WRITTEN;
+  }
+  const body = await answer();
+  if (!plan.drop && !plan.garbled) return body;
+  const text = JSON.stringify(body);
+  const half = text.slice(0, Math.floor(text.length / 2));
+  if (plan.garbled) {
+    ctx.res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(half) });
+    ctx.res.end(half);
+    return WRITTEN;
+  }
+  ctx.res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  ctx.res.write(half);
+  await cutConnection(ctx.res);
+  return WRITTEN;
 }
 
 async function uploadFile(ctx: Context): Promise<unknown> {
@@ -1211,17 +1423,22 @@ function writeNoContent(ctx: Context): typeof WRITTEN {
 const STORE = "/v1/vector_stores/([^/]+)";
 
 const ROUTES: Route[] = [
-  { method: "GET", pattern: /^\/v1\/models$/, handler: () => ({ object: "list", data: MODELS.map(modelView) }) },
+  {
+    method: "GET",
+    pattern: /^\/v1\/models$/,
+    handler: (ctx) => ({ object: "list", data: MODELS.map((model) => modelView(model, ctx.options.modelStyle)) }),
+  },
   {
     method: "GET",
     pattern: /^\/v1\/models\/(.+)$/,
     handler: (ctx) => {
-      const model = findModel(ctx.params[0]);
+      const model = findModel(ctx.params[0], ctx.options.modelStyle);
       if (!model) throw notFound(`Model ${ctx.params[0]} not found`, "model", "model_not_found");
-      return modelView(model);
+      return modelView(model, ctx.options.modelStyle);
     },
   },
   { method: "POST", pattern: /^\/v1\/responses$/, handler: createResponse },
+  { method: "POST", pattern: /^\/v1\/chat\/completions$/, handler: createChatCompletion },
   {
     method: "POST",
     pattern: /^\/v1\/moderations$/,
@@ -1320,6 +1537,14 @@ const ROUTES: Route[] = [
   },
   { method: "GET", pattern: /^\/__requests$/, handler: (ctx) => ctx.requests },
   {
+    method: "POST",
+    pattern: /^\/__outage$/,
+    handler: (ctx) => {
+      ctx.state.down = ctx.body.down === true;
+      return writeNoContent(ctx);
+    },
+  },
+  {
     method: "DELETE",
     pattern: /^\/__requests$/,
     handler: (ctx) => {
@@ -1337,6 +1562,9 @@ const ROUTES: Route[] = [
     },
   },
 ];
+
+/** What a chatOnly backend serves: models, chat completions and the test controls. */
+const CHAT_ONLY_PATHS = /^\/(?:v1\/models(?:\/.+)?|v1\/chat\/completions|__\w+)$/;
 
 function matchRoute(method: string, path: string): { route: Route; params: string[] } | null {
   for (const route of ROUTES) {
@@ -1392,7 +1620,11 @@ async function handle(
       requests.push({ method, path: url.pathname, query: url.search, body: parsed.ok ? parsed.value : null, headers: flattenHeaders(req) });
     }
 
-    const matched = matchRoute(method, url.pathname);
+    if (state.down && !url.pathname.startsWith("/__")) {
+      res.destroy();
+      return;
+    }
+    const matched = options.chatOnly && !CHAT_ONLY_PATHS.test(url.pathname) ? null : matchRoute(method, url.pathname);
     if (!matched) throw notFound(`Invalid URL (${method} ${url.pathname})`);
     if (!parsed.ok) {
       throw invalidRequest(
@@ -1423,8 +1655,12 @@ export async function startScriptedBackend(options: ScriptedBackendOptions = {})
     firstTokenDelayMs: options.firstTokenDelayMs ?? 0,
     tokenDelayMs: options.tokenDelayMs ?? 0,
     seed: options.seed ?? true,
+    modelStyle: options.modelStyle ?? "llama-stack",
+    chatOnly: options.chatOnly ?? false,
+    rejectStreamOptions: options.rejectStreamOptions ?? false,
+    omitUsage: options.omitUsage ?? false,
   };
-  const state: State = { files: new Map(), stores: new Map() };
+  const state: State = { files: new Map(), stores: new Map(), down: false };
   resetState(state, resolved.seed);
   const requests: RecordedRequest[] = [];
 

@@ -2,9 +2,9 @@
 import type { Message, Task, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
 import { finalEvents, turnToA2A } from "../../worker/a2a/events.ts";
-import { answerArtifact, applyEvent, statusUpdate, submittedTask, trimHistory, type A2AEvent } from "../../worker/a2a/task-state.ts";
+import { answerArtifact, applyEvent, statusUpdate, submittedTask, trimHistory, type A2AEvent } from "../../worker/domain/a2a-task.ts";
 import { errors } from "../../worker/errors.ts";
-import type { TurnEvent, TurnResult } from "../../worker/turn/engine.ts";
+import type { TurnEvent, TurnResult } from "../../worker/domain/conversation.ts";
 
 const ids = { taskId: "task-1", contextId: "ctx-1" };
 
@@ -17,7 +17,6 @@ function result(overrides: Partial<TurnResult> = {}): TurnResult {
     outputTokens: 2,
     summary: { user: "hi", assistant: "Hello there", tool_calls: [], tool_results: [] },
     error: null,
-    record: null,
     availableQuotas: { daily: 42 },
     ragChunks: [],
     referencedDocuments: [],

@@ -87,16 +87,22 @@ describe("agent card", () => {
   const config = (extra: Record<string, unknown> = {}): Config => ConfigSchema.parse({ inference_backend: { url: "http://127.0.0.1:8321/v1" }, ...extra });
   const runtime = (cfg: Config, file: unknown = null) => ({ config: cfg, agentCardFile: file }) as Runtime;
 
-  it("derives its url from service.base_url, else the card's url, else the local address", () => {
-    expect(agentUrl(config({ service: { base_url: "https://gw.example.com/" } }), "https://other.example.com/a2a")).toBe("https://gw.example.com/a2a");
-    expect(agentUrl(config(), "https://other.example.com/a2a")).toBe("https://other.example.com/a2a");
-    expect(agentUrl(config())).toBe("http://127.0.0.1:8080/a2a");
-    expect(agentUrl(config({ service: { port: 9090 } }))).toBe("http://127.0.0.1:9090/a2a");
+  const LOCAL = "http://127.0.0.1:8080/.well-known/agent-card.json";
+
+  it("derives its url from service.base_url, else the card's url, else the local address it was reached at", () => {
+    expect(agentUrl(config({ service: { base_url: "https://gw.example.com/" } }), LOCAL, "https://other.example.com/a2a")).toBe("https://gw.example.com/a2a");
+    expect(agentUrl(config(), LOCAL, "https://other.example.com/a2a")).toBe("https://other.example.com/a2a");
+    expect(agentUrl(config(), LOCAL)).toBe("http://127.0.0.1:8080/a2a");
+    // `npm run dev -- --port 18600` serves on 18600: the card says so.
+    expect(agentUrl(config(), "http://127.0.0.1:18600/.well-known/agent-card.json")).toBe("http://127.0.0.1:18600/a2a");
+    expect(agentUrl(config(), "http://localhost:18600/a2a")).toBe("http://localhost:18600/a2a");
+    // Reached at a public name without base_url: SPEC's local address on service.port.
+    expect(agentUrl(config({ service: { port: 9090 } }), "https://gw.example.com/a2a")).toBe("http://127.0.0.1:9090/a2a");
   });
 
   it("fills the gateway's defaults and prefers the inline card over the file", () => {
     const inline = config({ customization: { agent_card_config: { description: "inline", capabilities: { streaming: false, pushNotifications: true } } } });
-    const card = agentCard(runtime(inline, { name: "from file" }));
+    const card = agentCard(runtime(inline, { name: "from file" }), LOCAL);
     expect(card).toMatchObject({
       name: "Parley",
       description: "inline",
@@ -107,13 +113,13 @@ describe("agent card", () => {
       defaultInputModes: ["text/plain"],
       defaultOutputModes: ["text/plain"],
     });
-    expect(agentCard(runtime(config(), { name: "from file" })).name).toBe("from file");
+    expect(agentCard(runtime(config(), { name: "from file" }), LOCAL).name).toBe("from file");
   });
 
   it("is a 404 when not configured and a 500 naming the field when malformed", () => {
     const missing = (() => {
       try {
-        agentCard(runtime(config()));
+        agentCard(runtime(config()), LOCAL);
       } catch (error) {
         return error;
       }
@@ -122,7 +128,7 @@ describe("agent card", () => {
     expect(missing.status).toBe(404);
     const malformed = (() => {
       try {
-        agentCard(runtime(config(), { securitySchemes: { bearer: { type: "http" } } }));
+        agentCard(runtime(config(), { securitySchemes: { bearer: { type: "http" } } }), LOCAL);
       } catch (error) {
         return error;
       }

@@ -1,20 +1,22 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parseInterval } from "../../worker/config/interval.ts";
-import { type ParseConfigResult, parseConfig } from "../../worker/config/load.ts";
+import { type ConfigProblem, type ParseConfigResult, parseConfig } from "../../worker/config/load.ts";
 import { REDACTED, redactConfig } from "../../worker/config/redact.ts";
 import { type Config, isUnifiedRag } from "../../worker/config/schema.ts";
 
 const MINIMAL = "inference_backend:\n  url: http://127.0.0.1:8321/v1\n";
 
 function accepted(result: ParseConfigResult): Config {
-  if (!result.ok) throw new Error(`expected the document to parse:\n${result.problems.join("\n")}`);
+  if (!result.ok) throw new Error(`expected the document to parse:\n${lines(result.problems).join("\n")}`);
   return result.config;
 }
 
+const lines = (found: ConfigProblem[]) => found.map(({ path, message }) => `${path}: ${message}`);
+
 function problemsOf(result: ParseConfigResult): string[] {
   if (result.ok) throw new Error("expected the document to be rejected");
-  return result.problems;
+  return lines(result.problems);
 }
 
 const problems = (text: string, env: Record<string, unknown> = {}) => problemsOf(parseConfig(text, env));
@@ -78,7 +80,7 @@ authentication:
       role_rules:
         - {jsonpath: "$.groups[*]", operator: contains, value: admins, roles: [admin]}
         - {jsonpath: "$.email", operator: match, value: "@example\\\\.com$", roles: [staff], negate: false}
-        - {jsonpath: "$.tier", operator: in, value: [gold, silver], roles: [paid]}
+        - {jsonpath: "$.tier", operator: in, value: [[gold], [silver]], roles: [paid]}
   api_key_config:
     api_key: \${env.GATEWAY_KEY}
   rh_identity_config:
@@ -188,7 +190,7 @@ reranker:
   model: cross-encoder/ms-marco-MiniLM-L6-v2
 rlsapi_v1:
   allow_verbose_infer: true
-  quota_subject: org_id
+  quota_subject: user_id
 splunk:
   enabled: true
   url: https://splunk.example.com:8088
@@ -266,12 +268,12 @@ describe("parseConfig", () => {
     });
     expect(config.compaction).toEqual({
       enabled: false,
-      threshold_ratio: 0.8,
+      threshold_ratio: 0.7,
       token_floor: 4096,
       buffer_turns: 4,
-      buffer_max_ratio: 0.5,
+      buffer_max_ratio: 0.3,
     });
-    expect(config.approvals).toEqual({ approval_timeout_seconds: 600, approval_retention_days: 30 });
+    expect(config.approvals).toEqual({ approval_timeout_seconds: 300, approval_retention_days: 30 });
     expect(config.deployment_environment).toBe("development");
   });
 
@@ -389,13 +391,32 @@ describe("parseConfig", () => {
     ]);
   });
 
+  it("accepts the original system's action names in any case, and rejects unknown ones by key", () => {
+    const rules = (actions: string) => `${MINIMAL}authorization:\n  access_rules:\n    - {role: "*", actions: [${actions}]}\n`;
+    expect(accepted(parseConfig(rules("query, MODEL_OVERRIDE, A2A_JSONRPC, rlsapi_v1_infer, streaming_query, admin"), {})).authorization?.access_rules[0].actions).toEqual([
+      "query",
+      "model_override",
+      "a2a_jsonrpc",
+      "rlsapi_v1_infer",
+      "streaming_query",
+      "admin",
+    ]);
+    expect(problems(rules("query, get_root"))).toEqual(['authorization.access_rules.0.actions.1: unknown action "get_root"']);
+  });
+
+  it("takes SPEC's module name jwk for the JWK module and rejects unknown modules", () => {
+    const jwk = `${MINIMAL}authentication:\n  module: jwk\n  jwk_config:\n    url: https://k.example.com\n`;
+    expect(accepted(parseConfig(jwk, {})).authentication.module).toBe("jwk-token");
+    expect(problems(`${MINIMAL}authentication:\n  module: kerberos\n`)).toEqual([expect.stringMatching(/^authentication\.module: /)]);
+  });
+
   it("checks role rules", () => {
     const rules = (rule: string) =>
       `${MINIMAL}authentication:\n  module: jwk-token\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration:\n      role_rules: [${rule}]\n`;
-    expect(problems(rules('{jsonpath: "$.a", operator: equals, value: 1, roles: ["*"]}'))).toEqual([
+    expect(problems(rules('{jsonpath: "$.a", operator: equals, value: [1], roles: ["*"]}'))).toEqual([
       'authentication.jwk_config.jwt_configuration.role_rules.0.roles.0: "*" cannot be granted by a rule',
     ]);
-    expect(problems(rules('{jsonpath: "a", operator: equals, value: 1, roles: []}'))).toEqual([
+    expect(problems(rules('{jsonpath: "a", operator: equals, value: [1], roles: []}'))).toEqual([
       'authentication.jwk_config.jwt_configuration.role_rules.0.jsonpath: must start with "$"',
       "authentication.jwk_config.jwt_configuration.role_rules.0.roles: must list at least one role",
     ]);
@@ -428,6 +449,8 @@ shields:
     const found = problems(text);
     expect(found).toHaveLength(1);
     expect(found[0]).toMatch(/^mcp_servers\.0\.require_approval: .*"always"/);
+    const overlap = `${MINIMAL}mcp_servers: [{name: a, url: "http://127.0.0.1:1", require_approval: {always: [x, y], never: [y]}}]\n`;
+    expect(problems(overlap)).toEqual(["mcp_servers.0.require_approval: Tools cannot be in both always and never lists: {'y'}"]);
   });
 
   it("turns a quota period into seconds and rejects one it cannot read", () => {
@@ -537,9 +560,16 @@ describe("parseInterval", () => {
   });
 });
 
+/** The configuration of a document and the secret values parsing recorded. */
+function loaded(text: string, env: Record<string, unknown> = {}): { config: Config; secrets: string[] } {
+  const result = parseConfig(text, env);
+  accepted(result);
+  return result as { config: Config; secrets: string[] };
+}
+
 describe("redactConfig", () => {
-  const config = accepted(parseConfig(FULL, FULL_ENV));
-  const redacted = redactConfig(config) as Config;
+  const { config, secrets } = loaded(FULL, FULL_ENV);
+  const redacted = redactConfig(config, secrets) as Config;
   const shown = JSON.stringify(redacted);
 
   it("hides every secret", () => {
@@ -552,10 +582,9 @@ describe("redactConfig", () => {
     expect(redacted.user_data_collection.data_collector.ingress_server_auth_token).toBe(REDACTED);
     expect(redacted.service.tls_config.tls_key_password).toBe(REDACTED);
     expect(redacted.inference.providers[0].extra?.api_key).toBe(REDACTED);
-    expect(redacted.mcp_servers.map((server) => server.authorization_headers)).toEqual([
-      { Authorization: REDACTED },
-      { Authorization: REDACTED },
-    ]);
+    // Where a credential is (a file, or the credential itself through the environment) is hidden;
+    // the words that say how it is obtained are not secrets.
+    expect(redacted.mcp_servers.map((server) => server.authorization_headers)).toEqual([{ Authorization: REDACTED }, { Authorization: "client" }]);
     for (const value of [...Object.values(FULL_ENV).filter((value) => value !== "6543"), "quota-password", "rag-password", "sk-extra"]) {
       expect(shown).not.toContain(value);
     }
@@ -564,7 +593,8 @@ describe("redactConfig", () => {
   it("keeps everything that is not a secret, and leaves the original alone", () => {
     expect(redacted.inference_backend.url).toBe("https://backend.example.com/v1");
     expect(redacted.inference.providers[0].api_key_env).toBe("OPENAI_API_KEY");
-    expect(redacted.splunk.token_path).toBe("/var/secrets/splunk");
+    // It may hold the token itself (written as ${env.NAME}), so it is a secret field.
+    expect(redacted.splunk.token_path).toBe(REDACTED);
     expect(redacted.authentication.jwk_config?.jwt_configuration.user_id_claim).toBe("sub");
     expect(redacted.quota_handlers.enable_token_history).toBe(true);
     expect(redacted.database.postgres?.user).toBe("parley");
@@ -574,9 +604,18 @@ describe("redactConfig", () => {
     expect(config.mcp_servers[0].authorization_headers.Authorization).toBe("/var/secrets/mcp-token");
   });
 
+  it("hides by what a field is, not by what it is called", () => {
+    const text = `${MINIMAL}service:\n  cors: {allow_credentials: true}\nauthentication:\n  module: jwk\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration: {user_id_claim: token_subject}\n`;
+    const { config, secrets } = loaded(text);
+    const shown = redactConfig(config, secrets) as Config;
+    expect(shown.service.cors.allow_credentials).toBe(true);
+    expect(shown.authentication.jwk_config?.jwt_configuration.user_id_claim).toBe("token_subject");
+  });
+
   it("hides a password written inside a URL", () => {
     const text = "inference_backend:\n  url: https://user:${env.PW}@backend.example.com/v1\n";
-    const hidden = redactConfig(accepted(parseConfig(text, { PW: "hunter2" }))) as Config;
+    const { config, secrets } = loaded(text, { PW: "hunter2" });
+    const hidden = redactConfig(config, secrets) as Config;
     expect(hidden.inference_backend.url).toBe(`https://user:${REDACTED}@backend.example.com/v1`);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { catchUp, initialState, quotaSubject, type LimiterSpec } from "../../worker/quota/periods.ts";
+import { catchUp, initialState, quotaSubject, type LimiterSpec } from "../../worker/domain/quota-periods.ts";
 
 const refill: LimiterSpec = { type: "user_limiter", name: "daily", initial_quota: 100, quota_increase: 0, period: 60 };
 const increase: LimiterSpec = { type: "cluster_limiter", name: "grow", initial_quota: 10, quota_increase: 5, period: 60 };

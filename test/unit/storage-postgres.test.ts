@@ -1,6 +1,6 @@
-// The Store contract against the real Postgres, reached the way a Worker reaches it: the Neon driver
-// over a WebSocket, through the local WebSocket-to-TCP relay. Postgres being unreachable fails the
-// suite (beforeAll throws); nothing here is skipped.
+// The Store contract against the test Postgres (the server on 127.0.0.1:5432, else an embedded
+// PGlite: test/fakes/postgres.ts says which), reached the way a Worker reaches it: the Neon driver
+// over a WebSocket, through the local WebSocket-to-TCP relay. Nothing here is skipped.
 import { neonConfig } from "@neondatabase/serverless";
 import { getTableConfig as pgTableConfig, type PgTable } from "drizzle-orm/pg-core";
 import { getTableConfig as sqliteTableConfig, type SQLiteTable } from "drizzle-orm/sqlite-core";
@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import * as d1Schema from "../../worker/storage/schema-d1.ts";
 import * as postgresSchema from "../../worker/storage/schema-postgres.ts";
-import { openStore, type PostgresSettings } from "../../worker/storage/store.ts";
+import { openStore } from "../../worker/storage/open-store.ts";
+import type { PostgresSettings } from "../../worker/storage/store.ts";
 import {
   applyPostgresMigrations,
   createTestNamespace,
@@ -71,7 +72,7 @@ describe("Postgres specifics", () => {
     });
     expect(postgres).toEqual(d1);
     expect(d1.map((t) => t.name).sort()).toEqual(
-      ["conversations", "prompts", "quota_subjects", "responses", "settings", "stream_requests", "token_usage"],
+      ["conversations", "data_objects", "leases", "mcp_servers", "prompts", "quota_subjects", "responses", "settings", "stream_requests", "token_usage", "token_usage_applied"],
     );
   });
 

@@ -24,7 +24,7 @@ const jwk = (extra: Record<string, unknown> = {}) =>
     },
     authorization: {
       access_rules: [
-        { role: "*", actions: ["authorized", "info", "health_probes"] },
+        { role: "*", actions: ["info"] },
         { role: "admin", actions: ["admin"] },
       ],
     },

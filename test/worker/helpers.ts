@@ -7,10 +7,27 @@ import worker from "../../worker/index.ts";
 
 type Json = Record<string, unknown>;
 
-/** A configuration document: the test defaults (scripted backend, noop auth) deep-merged with `overrides`. */
+/**
+ * A configuration document: the test defaults (scripted backend, noop auth) deep-merged with
+ * `overrides`. In the "chat" wire mode the default backend is declared a Chat Completions provider
+ * (serving moderations, vector stores and files itself, as the scripted backend does).
+ */
 export function testConfig(overrides: Json = {}): string {
-  return JSON.stringify(merge({ name: "Parley test", inference_backend: { url: inject("backendUrl") }, authentication: { module: "noop" } }, overrides));
+  const config = merge({ name: "Parley test", inference_backend: { url: inject("backendUrl") }, authentication: { module: "noop" } }, overrides);
+  return JSON.stringify(inject("wireMode") === "chat" ? speakingChat(config) : config);
 }
+
+/** The configuration with its default backend spoken to through Chat Completions. */
+function speakingChat(config: Json): Json {
+  const url = String((config.inference_backend as Json).url);
+  const inference = (config.inference ?? {}) as Json;
+  const providers = ((inference.providers ?? []) as Json[]).filter((provider) => (provider.extra as Json | undefined)?.url !== url);
+  const own = { type: "scripted", extra: { url, wire: "chat", serves: ["moderations", "vector_stores", "files"] } };
+  return { ...config, inference: { ...inference, providers: [own, ...providers] } };
+}
+
+/** The wire the tests' default backend speaks. */
+export const wireMode = () => inject("wireMode");
 
 function merge(base: Json, overrides: Json): Json {
   const out: Json = { ...base };
@@ -69,6 +86,23 @@ export async function callJson<T = Json>(path: string, options: CallOptions = {}
   return { status: response.status, body: (await response.json()) as T };
 }
 
+/**
+ * Retries `check` until it passes or `timeoutMs` runs out, then throws its last failure. For what a
+ * conversation's Durable Object feeds after the answer (the record store's list views), which lags
+ * by an outbox delivery (README "Conversations").
+ */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
+
 /** Parses an SSE body into its `data:` payloads (JSON where possible), with `event:` names when present. */
 export async function readSse(response: Response): Promise<Array<{ event?: string; data: unknown }>> {
   const text = await response.text();
@@ -92,3 +126,46 @@ export async function readSse(response: Response): Promise<Array<{ event?: strin
       return { event, data: parsed };
     });
 }
+
+/** A backend request as the tests read it: the Responses API's fields, whichever wire carried it. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- echoed JSON, read by tests as they please
+type Loose = any;
+export interface EchoedRequest {
+  model: string;
+  instructions?: string;
+  input: Loose[];
+  tools: Loose;
+  [key: string]: Loose;
+}
+
+/**
+ * What the scripted backend received, from its #echo-request answer (`text` may have words before
+ * the JSON). A Chat Completions body is read back into Responses terms: the leading system message
+ * is the instructions, messages and tool calls the input items, function tools flattened.
+ */
+export function echoedRequest(text: string): EchoedRequest {
+  const body = JSON.parse(text.slice(text.indexOf("{"))) as Record<string, unknown>;
+  if (!Array.isArray(body.messages)) return body as EchoedRequest;
+  const { messages, tools, ...rest } = body as { messages: Array<Record<string, unknown>>; tools?: Array<Record<string, unknown>> };
+  const [first, ...others] = messages;
+  const system = first?.role === "system" ? String(first.content) : undefined;
+  const input: Array<Record<string, unknown>> = [];
+  for (const message of system === undefined ? messages : others) {
+    if (message.role === "tool") {
+      input.push({ type: "function_call_output", call_id: message.tool_call_id, output: message.content });
+      continue;
+    }
+    if (message.content !== null && message.content !== undefined && message.content !== "") input.push({ type: "message", role: message.role, content: message.content });
+    for (const call of (message.tool_calls ?? []) as Array<{ id: string; function: { name: string; arguments: string } }>) {
+      input.push({ type: "function_call", call_id: call.id, name: call.function.name, arguments: call.function.arguments });
+    }
+  }
+  const flat = tools?.map((tool) => (tool.type === "function" ? { type: "function", ...(tool.function as object) } : tool));
+  const echoed: EchoedRequest = { ...rest, model: String(body.model), input, tools: flat };
+  if (system !== undefined) echoed.instructions = system;
+  if (flat === undefined) delete echoed.tools;
+  return echoed;
+}
+
+/** Whether a request the scripted backend recorded was a model call, in either wire. */
+export const isModelCall = (path: string) => path === "/v1/responses" || path === "/v1/chat/completions";

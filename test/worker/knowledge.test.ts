@@ -430,7 +430,7 @@ describe("inline retrieval", () => {
     const badFilter = testConfig({ byok_rag: [byokDocs], rag: { inline: ["docs", "okp"] }, portal: { chunk_filter_query: "product:x*" } });
     const result = await loadRuntime({ ...env, PARLEY_CONFIG: badFilter });
     expect(result.ok).toBe(false);
-    expect(result.ok ? [] : result.problems).toEqual([expect.stringMatching(/^portal\.chunk_filter_query: /)]);
+    expect(result.ok ? [] : result.problems).toEqual([{ path: "portal.chunk_filter_query", message: expect.any(String) }]);
   });
 
   it("reranks lexically when the reranker is enabled, whatever its model", async () => {

@@ -93,7 +93,7 @@ describe("GET /v1/prompts/{prompt_id}", () => {
     const v1 = await callJson<PromptResource>(`/v1/prompts/${created.prompt_id}?version=1`, { config });
     const v2 = await callJson<PromptResource>(`/v1/prompts/${created.prompt_id}?version=2`, { config });
     expect(v1.body).toMatchObject({ version: 1, prompt: "v1" });
-    expect(v2.body).toMatchObject({ version: 2, prompt: "v2", is_default: false });
+    expect(v2.body).toMatchObject({ version: 2, prompt: "v2", is_default: true });
   });
 
   it("404s an unknown prompt, and an unknown version naming it", async () => {
@@ -128,16 +128,16 @@ describe("GET /v1/prompts/{prompt_id}", () => {
 });
 
 describe("PUT /v1/prompts/{prompt_id}", () => {
-  it("adds the next version, keeping the default where it was unless set_as_default", async () => {
+  it("adds the next version, the new default unless set_as_default is false", async () => {
     const created = await create("Hi {{name}}", ["name"]);
     const id = created.prompt_id;
 
-    const v2 = await update(id, { prompt: "Hello {{name}}", version: 1 });
+    const v2 = await update(id, { prompt: "Hello {{name}}", version: 1, set_as_default: false });
     expect(v2.status).toBe(200);
     expect(v2.body).toEqual({ prompt_id: id, version: 2, is_default: false, prompt: "Hello {{name}}", variables: ["name"] });
     expect((await callJson<PromptResource>(`/v1/prompts/${id}`, { config })).body).toMatchObject({ version: 1, is_default: true });
 
-    const v3 = await update(id, { prompt: "Greetings {{name}} from {{place}}", version: 2, set_as_default: true, variables: ["name", "place"] });
+    const v3 = await update(id, { prompt: "Greetings {{name}} from {{place}}", version: 2, variables: ["name", "place"] });
     expect(v3.status).toBe(200);
     expect(v3.body).toEqual({ prompt_id: id, version: 3, is_default: true, prompt: "Greetings {{name}} from {{place}}", variables: ["name", "place"] });
 

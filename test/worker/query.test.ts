@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { call, callJson, readSse, testConfig } from "./helpers.ts";
+import { describe, expect, inject, it } from "vitest";
+import { call, callJson, echoedRequest, eventually, readSse, testConfig, wireMode } from "./helpers.ts";
 
 type QueryResponse = {
   conversation_id: string;
@@ -29,15 +29,18 @@ describe("POST /v1/query", () => {
     const second = await ask({ query: "And quotas?", conversation_id: id });
     expect(second.body).toMatchObject({ conversation_id: id, response: "[user_turns=2] You said: And quotas?" });
     const third = await ask({ query: "#echo-request", conversation_id: id });
-    const sent = JSON.parse(third.body.response) as { input: Array<{ role: string; content: unknown }>; instructions: string; model: string };
+    const sent = echoedRequest(third.body.response) as { input: Array<{ role: string; content: unknown }>; instructions: string; model: string };
     expect(sent.input.map((item) => item.role)).toEqual(["user", "assistant", "user", "assistant", "user"]);
     expect(sent.input[1]!.content).toBe("[user_turns=1] You said: What is Parley?");
     expect(sent.model).toBe("scripted/parley-small");
     expect(sent.instructions).toContain("helpful assistant");
 
-    const list = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v1/conversations", { user: "alice" });
-    const record = list.body.conversations.find((c) => c.conversation_id === id);
-    expect(record).toMatchObject({ message_count: 3, last_used_model: "parley-small", last_used_provider: "scripted", topic_summary: "Topic: What is Parley?" });
+    // The list comes from the record store, which the conversation's Durable Object feeds after the answer.
+    await eventually(async () => {
+      const list = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v1/conversations", { user: "alice" });
+      const record = list.body.conversations.find((c) => c.conversation_id === id);
+      expect(record).toMatchObject({ message_count: 3, last_used_model: "parley-small", last_used_provider: "scripted", topic_summary: "Topic: What is Parley?" });
+    });
   });
 
   it("applies the identifier rules: prefixed, truncated and unknown ids are 404, another user's 403", async () => {
@@ -60,7 +63,7 @@ describe("POST /v1/query", () => {
 
   it("chooses models: the request's, 404 for unknown ones, 403 without MODEL_OVERRIDE", async () => {
     const chosen = await ask({ query: "#echo-request", model: "parley-large", provider: "scripted" });
-    expect(JSON.parse(chosen.body.response).model).toBe("scripted/parley-large");
+    expect(echoedRequest(chosen.body.response).model).toBe("scripted/parley-large");
     const unknown = await ask({ query: "hi", model: "gpt-9", provider: "scripted" });
     expect(unknown.status).toBe(404);
     expect((unknown.body as unknown as { detail: { response: string } }).detail.response).toBe("Model not found");
@@ -77,15 +80,15 @@ describe("POST /v1/query", () => {
   it("keeps the conversation's last model when the request names none", async () => {
     const first = await ask({ query: "hi", model: "parley-large", provider: "scripted" });
     const next = await ask({ query: "#echo-request", conversation_id: first.body.conversation_id });
-    expect(JSON.parse(next.body.response).model).toBe("scripted/parley-large");
+    expect(echoedRequest(next.body.response).model).toBe("scripted/parley-large");
   });
 
   it("resolves the system prompt: request, configured, and rejected when disabled", async () => {
     const own = await ask({ query: "#echo-request", system_prompt: "Be terse." });
-    expect(JSON.parse(own.body.response).instructions).toBe("Be terse.");
+    expect(echoedRequest(own.body.response).instructions).toBe("Be terse.");
     const configured = testConfig({ customization: { system_prompt: "Configured prompt." } });
     const fromConfig = await ask({ query: "#echo-request" }, { config: configured });
-    expect(JSON.parse(fromConfig.body.response).instructions).toBe("Configured prompt.");
+    expect(echoedRequest(fromConfig.body.response).instructions).toBe("Configured prompt.");
     const disabled = testConfig({ customization: { disable_query_system_prompt: true } });
     const rejected = await ask({ query: "hi", system_prompt: "nope" }, { config: disabled });
     expect(rejected.status).toBe(422);
@@ -100,7 +103,7 @@ describe("POST /v1/query", () => {
         { attachment_type: "api object", content_type: "application/yaml", content: "kind: Pod\nmetadata:\n  name: web-1\n" },
       ],
     });
-    const content = JSON.parse(res.body.response).input[0].content as Array<Record<string, string>>;
+    const content = echoedRequest(res.body.response).input[0].content as Array<Record<string, string>>;
     expect(content.map((part) => part.type)).toEqual(["input_text", "input_text", "input_file", "input_text", "input_file"]);
     expect(content[2]).toMatchObject({ filename: "log-1.txt", file_data: `data:text/plain;base64,${btoa("line 1")}` });
     expect(content[3]!.text).toContain('Pod "web-1"');
@@ -156,8 +159,10 @@ describe("POST /v1/query", () => {
       expect(turn.messages[1]!.content).toContain(`user_turns=${index + 1}]`);
       expect(turn.messages[1]!.content).toContain(turn.messages[0]!.content);
     });
-    const list = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v1/conversations", { user: "alice" });
-    expect(list.body.conversations.find((c) => c.conversation_id === id)).toMatchObject({ message_count: 6 });
+    await eventually(async () => {
+      const list = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v1/conversations", { user: "alice" });
+      expect(list.body.conversations.find((c) => c.conversation_id === id)).toMatchObject({ message_count: 6 });
+    });
   });
 });
 
@@ -202,20 +207,25 @@ describe("POST /v1/streaming_query", () => {
 });
 
 describe("query tools", () => {
+  const fake = inject("mcp");
   const config = testConfig({
     byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
-    mcp_servers: [{ name: "helper", url: "http://127.0.0.1:9/mcp" }],
+    mcp_servers: [{ name: "helper", url: `${fake.base}/s/query-tools/mcp` }],
+    mcp_security: { allowed_internal_hosts: ["127.0.0.1"] },
   });
 
   it("offers the server's tools, restricted by vector_store_ids, and none with no_tools", async () => {
+    // MCP tools reach the backend as function tools: the gateway runs them.
     const all = await ask({ query: "#echo-request" }, { config });
-    expect(JSON.parse(all.body.response).tools).toEqual([
-      { type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 10 },
-      expect.objectContaining({ type: "mcp", server_label: "helper" }),
-    ]);
+    const offered = echoedRequest(all.body.response).tools as Array<{ type: string; name?: string }>;
+    // A Chat Completions backend has no file_search tool: Parley searches the tool stores itself.
+    const functions = wireMode() === "chat" ? offered : offered.slice(1);
+    if (wireMode() !== "chat") expect(offered[0]).toEqual({ type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 10 });
+    expect(functions.every((tool) => tool.type === "function")).toBe(true);
+    expect(offered.map((tool) => tool.name)).toContain("echo");
     const none = await ask({ query: "#echo-request", no_tools: true }, { config });
-    expect(JSON.parse(none.body.response).tools).toBeUndefined();
+    expect(echoedRequest(none.body.response).tools).toBeUndefined();
     const restricted = await ask({ query: "#echo-request", vector_store_ids: [] }, { config });
-    expect(JSON.parse(restricted.body.response).tools.map((t: { type: string }) => t.type)).toEqual(["mcp"]);
+    expect(new Set(echoedRequest(restricted.body.response).tools.map((t: { type: string }) => t.type))).toEqual(new Set(["function"]));
   });
 });

@@ -3,7 +3,7 @@
 // file_search_call items in the responses format).
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import { call, callJson, readSse, testConfig } from "./helpers.ts";
+import { call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const inline = testConfig({
   byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
@@ -23,8 +23,9 @@ describe("inline retrieval", () => {
   it("adds the context after the question for the model, and returns chunks and documents", async () => {
     const res = await ask({ query: "#echo-request quota reset schedule for the gateway" }, inline);
     expect(res.status).toBe(200);
-    const sent = JSON.parse(res.body.response) as { input: Array<{ role: string; content: Array<{ type: string; text?: string }> }> };
-    const parts = sent.input.at(-1)!.content;
+    const content = echoedRequest(res.body.response).input.at(-1)!.content as string | Array<{ type: string; text?: string }>;
+    // A Responses backend gets the context as a second text part; a Chat Completions one as the same message's text after a line break.
+    const parts = typeof content === "string" ? content.split(/\n(?=Relevant documents)/).map((text) => ({ text })) : content;
     expect(parts[0]!.text).toBe("#echo-request quota reset schedule for the gateway");
     expect(parts.at(-1)!.text).toMatch(/^Relevant documents, most relevant first:/);
     expect(res.body.rag_chunks.length).toBeGreaterThan(0);
@@ -38,7 +39,7 @@ describe("inline retrieval", () => {
   it("keeps the context out of the stored history", async () => {
     const first = await ask({ query: "quota reset" }, inline);
     const second = await ask({ query: "#echo-request again", conversation_id: first.body.conversation_id }, inline);
-    const sent = JSON.parse(second.body.response) as { input: Array<{ role: string; content: unknown }> };
+    const sent = echoedRequest(second.body.response) as { input: Array<{ role: string; content: unknown }> };
     expect(JSON.stringify(sent.input[0])).not.toContain("Relevant documents");
   });
 
@@ -108,8 +109,9 @@ describe("both strategies", () => {
 
   it("searches the inline stores and offers the tool stores in one turn", async () => {
     const res = await ask({ query: "#file-search #echo-request quota reset for openshift install" }, both);
-    const sent = JSON.parse(res.body.response.slice(res.body.response.indexOf("{"))) as { tools: Array<{ type: string; vector_store_ids?: string[] }> };
-    expect(sent.tools).toEqual([expect.objectContaining({ type: "file_search", vector_store_ids: ["vs_docs"] })]);
+    const sent = echoedRequest(res.body.response);
+    // A Chat Completions backend has no file_search tool: Parley searches the tool stores itself, with the same results.
+    expect(sent.tools).toEqual(wireMode() === "chat" ? undefined : [expect.objectContaining({ type: "file_search", vector_store_ids: ["vs_docs"] })]);
     expect(new Set(res.body.rag_chunks.map((chunk) => chunk.source))).toEqual(new Set(["okp", "docs"]));
     // offline: false — portal documents keep the chunk's reference URL.
     expect(res.body.referenced_documents.find((d) => d.source === "okp")!.doc_url).toBe("https://portal.example.com/openshift/4.18/installing/bare-metal");

@@ -1,7 +1,9 @@
 // POST /v1/responses driven by the official openai package, pointed at the Worker.
 import OpenAI from "openai";
-import { describe, expect, it } from "vitest";
-import { call, callJson, readSse, testConfig } from "./helpers.ts";
+import { describe, expect, inject, it } from "vitest";
+import { call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
+
+const mcpFake = inject("mcp");
 
 function client(options: { user?: string; config?: string; headers?: Record<string, string> } = {}): OpenAI {
   return new OpenAI({
@@ -143,7 +145,7 @@ describe("POST /v1/responses rules", () => {
   it("accepts reasoning and max_output_tokens but does not send them to the backend", async () => {
     const res = await post({ input: "#echo-request", reasoning: { effort: "low" }, max_output_tokens: 50 });
     expect(res.status).toBe(200);
-    const sent = JSON.parse(res.body.output_text as string) as Record<string, unknown>;
+    const sent = echoedRequest(res.body.output_text as string) as Record<string, unknown>;
     expect(sent.reasoning).toBeUndefined();
     expect(sent.max_output_tokens).toBeUndefined();
     expect(res.body.reasoning).toBeNull();
@@ -153,24 +155,28 @@ describe("POST /v1/responses rules", () => {
   it("echoes client instructions and rejects them when disabled", async () => {
     const res = await post({ input: "#echo-request", instructions: "Answer in French." });
     expect(res.body.instructions).toBe("Answer in French.");
-    expect(JSON.parse(res.body.output_text as string).instructions).toBe("Answer in French.");
+    expect(echoedRequest(res.body.output_text as string).instructions).toBe("Answer in French.");
     const disabled = await post({ input: "x", instructions: "no" }, { config: testConfig({ customization: { disable_query_system_prompt: true } }) });
     expect(disabled.status).toBe(422);
     expect(disabled.body.detail!.cause).toContain("instructions");
   });
 
   it("uses server tools by default, client tools instead, both with the merge header, and hides server MCP definitions", async () => {
-    const config = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
+    // The gateway runs MCP tools: the backend is offered them as functions, never as `mcp` tools.
+    const config = testConfig({ mcp_servers: [{ name: "docs", url: `${mcpFake.base}/s/responses-tools/mcp` }] });
+    const offered = (res: { body: Record<string, unknown> }) => echoedRequest(res.body.output_text as string).tools as Array<{ type: string; name: string }>;
     const serverOnly = await post({ input: "#echo-request" }, { config });
-    expect(JSON.parse(serverOnly.body.output_text as string).tools).toEqual([expect.objectContaining({ type: "mcp", server_label: "docs" })]);
+    expect(offered(serverOnly).map((t) => t.type)).toEqual(Array(offered(serverOnly).length).fill("function"));
+    expect(offered(serverOnly).map((t) => t.name)).toContain("echo");
     expect(serverOnly.body.tools).toEqual([]);
 
     const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
     const clientOnly = await post({ input: "#echo-request", tools: [fn] }, { config });
-    expect(JSON.parse(clientOnly.body.output_text as string).tools.map((t: { type: string }) => t.type)).toEqual(["function"]);
+    expect(offered(clientOnly).map((t) => t.name)).toEqual(["lookup"]);
 
     const merged = await post({ input: "#echo-request", tools: [fn] }, { config, headers: { "X-SVC-Merge-Server-Tools": "true" } });
-    expect(JSON.parse(merged.body.output_text as string).tools.map((t: { type: string }) => t.type)).toEqual(["function", "mcp"]);
+    expect(offered(merged)[0]!.name).toBe("lookup");
+    expect(offered(merged).map((t) => t.name)).toContain("echo");
     expect((merged.body.tools as Array<{ type: string }>).map((t) => t.type)).toEqual(["function"]);
 
     const rag = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] });
@@ -185,42 +191,32 @@ describe("POST /v1/responses rules", () => {
   it("translates store ids to the backend and back", async () => {
     const rag = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] });
     const res = await post({ input: "#echo-request", tools: [{ type: "file_search", vector_store_ids: ["docs"] }] }, { config: rag });
-    expect(JSON.parse(res.body.output_text as string).tools[0].vector_store_ids).toEqual(["vs_docs"]);
+    // A Chat Completions backend has no file_search tool: Parley searches the store itself, by its backend id.
+    if (wireMode() !== "chat") expect(echoedRequest(res.body.output_text as string).tools[0].vector_store_ids).toEqual(["vs_docs"]);
     expect((res.body.tools as Array<{ vector_store_ids: string[] }>)[0]!.vector_store_ids).toEqual(["docs"]);
   });
 
-  it("filters server MCP events out of streams and keeps output indexes dense", async () => {
-    const config = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
-    const response = await call("/v1/responses", { json: { input: "#mcp-call:docs:lookup", stream: true }, user: "olivia", config });
-    const events = (await readSse(response)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
-    expect(events.some((e) => String(e.type).includes("mcp"))).toBe(false);
-    const added = events.filter((e) => e.type === "response.output_item.added");
-    expect(added.map((e) => e.output_index)).toEqual([0]);
-
-    const clientMcp = await call("/v1/responses", { json: { input: "#mcp-call:other:lookup", stream: true }, user: "olivia", config });
-    const clientEvents = (await readSse(clientMcp)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
-    expect(clientEvents.some((e) => e.type === "response.mcp_call.completed")).toBe(true);
-  });
-
   it("counts only server-deployed tool activity when tools are merged", async () => {
-    const config = testConfig({ mcp_servers: [{ name: "docs", url: "http://127.0.0.1:9/mcp" }] });
+    // (Server MCP events out of streams, a client's own shown: test/worker/mcp-turns.test.ts.)
+    const config = testConfig({ mcp_servers: [{ name: "docs", url: `${mcpFake.base}/s/responses-counts/mcp` }] });
     const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
     const res = await post(
-      { input: "#call-tool:lookup #mcp-call:docs:search", tools: [fn] },
+      { input: '#call-tool:lookup #call-tool:echo:{"text":"x"}', tools: [fn] },
       { config, headers: { "X-SVC-Merge-Server-Tools": "true" } },
     );
-    expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call", "mcp_call", "message"]);
+    // The client's function call waits for the client: the gateway runs the server's call and the turn ends.
+    expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["mcp_list_tools", "function_call", "message", "mcp_call"]);
     const detail = await callJson<{ chat_history: Array<{ tool_calls: Array<{ name: string }> }> }>(
       `/v1/conversations/${String(res.body.conversation).slice(5)}`,
       { user: "olivia" },
     );
-    expect(detail.body.chat_history[0]!.tool_calls.map((call) => call.name)).toEqual(["search"]);
+    expect(detail.body.chat_history[0]!.tool_calls.map((call) => call.name)).toEqual(["mcp_list_tools", "echo"]);
   });
 
   it("renders stored prompts with variables", async () => {
     const created = await callJson<{ prompt_id: string }>("/v1/prompts", { json: { prompt: "You are {{persona}}.", variables: ["persona"] } });
     const res = await post({ input: "#echo-request", prompt: { id: created.body.prompt_id, variables: { persona: "a pirate" } } });
-    expect(JSON.parse(res.body.output_text as string).instructions).toBe("You are a pirate.");
+    expect(echoedRequest(res.body.output_text as string).instructions).toBe("You are a pirate.");
     const missing = await post({ input: "x", prompt: { id: created.body.prompt_id } });
     expect(missing.status).toBe(422);
     const unknown = await post({ input: "x", prompt: { id: `pmpt_${"0".repeat(48)}` } });

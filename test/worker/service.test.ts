@@ -74,12 +74,20 @@ describe("backend down", () => {
 });
 
 describe("configuration", () => {
-  it("a broken configuration makes every endpoint answer 500 'Configuration is not loaded'", async () => {
-    const broken = testConfig({ authentication: { module: "jwk-token", jwk_config: { url: "http://example.com/jwks" } } });
+  it("a broken configuration makes every endpoint answer 500 'Configuration is not loaded', naming the keys", async () => {
+    const broken = testConfig({
+      authentication: { module: "jwk-token", jwk_config: { url: "http://example.com/jwks" } },
+      inference_backend: { api_key: "sk-not-shown", timeout: "soon" },
+    });
     for (const path of ["/v1/models", "/liveness", "/"]) {
       const { status, body } = await callJson(path, { config: broken });
       expect(status).toBe(500);
-      expect(body).toEqual({ detail: { response: "Configuration is not loaded", cause: "configuration has not been initialized" } });
+      expect(body).toEqual({
+        detail: {
+          response: "Configuration is not loaded",
+          cause: "configuration has not been initialized: invalid keys inference_backend.timeout, authentication.jwk_config.url",
+        },
+      });
     }
   });
 
@@ -95,6 +103,25 @@ describe("configuration", () => {
     expect(text).not.toContain("hunter2");
     const body = JSON.parse(text) as { configuration: { inference_backend: { api_key: string } } };
     expect(body.configuration.inference_backend.api_key).toBe("**********");
+  });
+});
+
+describe("credentials held by the deployment", () => {
+  const mcp = (value: string) => ({ mcp_servers: [{ name: "files", url: "http://127.0.0.1:9/mcp", authorization_headers: { Authorization: value } }] });
+
+  it("are read from a file shipped under config/, or taken from ${env.NAME}", async () => {
+    const { env } = await import("cloudflare:workers");
+    const { loadRuntime } = await import("../../worker/runtime.ts");
+    const fromFile = await loadRuntime({ ...env, PARLEY_CONFIG: testConfig(mcp("system-prompt.txt")) });
+    expect(fromFile.ok && fromFile.runtime.heldSecrets.get("mcp_servers.0.authorization_headers.Authorization")).toMatch(/^You are Parley/);
+    const fromEnv = await loadRuntime({ ...env, PARLEY_CONFIG: testConfig(mcp("${env.MCP_TOKEN}")), MCP_TOKEN: "Bearer mcp-secret-token" });
+    expect(fromEnv.ok && fromEnv.runtime.heldSecrets.get("mcp_servers.0.authorization_headers.Authorization")).toBe("Bearer mcp-secret-token");
+  });
+
+  it("fail the load, saying how to supply them, when the file cannot be read", async () => {
+    const { status, body } = await callJson<{ detail: { cause: string } }>("/v1/models", { config: testConfig(mcp("/var/run/secrets/token")) });
+    expect(status).toBe(500);
+    expect(body.detail.cause).toContain("mcp_servers.0.authorization_headers.Authorization");
   });
 });
 

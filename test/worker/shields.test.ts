@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { inject } from "vitest";
-import { call, callJson, readSse, testConfig } from "./helpers.ts";
+import { call, callJson, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const REFUSAL = "Refused by input-guard.";
 const config = testConfig({
@@ -144,12 +144,14 @@ describe("shields and providers views", () => {
       shields: [{ name: "guard" }],
     });
     const list = await callJson<{ providers: Record<string, Array<{ provider_id: string }>> }>("/v1/providers", { config: withProvider });
-    expect(list.body.providers.inference!.map((p) => p.provider_id)).toEqual(["inference_backend", "openai", "scripted"]);
+    // In the chat wire mode the default backend is named by a provider entry (test/worker/helpers.ts): "scripted".
+    const backendId = wireMode() === "chat" ? "scripted" : "inference_backend";
+    expect(list.body.providers.inference!.map((p) => p.provider_id)).toEqual(wireMode() === "chat" ? ["scripted", "openai"] : ["inference_backend", "openai", "scripted"]);
     expect(list.body.providers.safety).toEqual([{ provider_id: "backend-moderation", provider_type: "remote::openai-moderation" }]);
-    const one = await call("/v1/providers/inference_backend", { config: withProvider });
+    const one = await call(`/v1/providers/${backendId}`, { config: withProvider });
     const text = await one.text();
     expect(text).not.toContain("sk-should-not-show");
-    expect(JSON.parse(text)).toMatchObject({ api: "inference", provider_id: "inference_backend", health: { status: "OK" } });
+    expect(JSON.parse(text)).toMatchObject({ api: "inference", provider_id: backendId, health: { status: "OK" } });
     expect(await callJson("/v1/providers/nope", { config: withProvider })).toEqual({
       status: 404,
       body: { detail: { response: "Provider not found", cause: "Provider with ID nope does not exist" } },

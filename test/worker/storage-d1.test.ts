@@ -3,7 +3,7 @@
 import { applyD1Migrations } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, expect, it } from "vitest";
-import { openStore } from "../../worker/storage/store.ts";
+import { openStore } from "../../worker/storage/open-store.ts";
 import { describeStoreContract } from "../store-contract.ts";
 
 // test/worker/setup.ts applies them too; applying is idempotent, and this file then stands alone.

@@ -1,0 +1,89 @@
+// Compaction through the Worker with a small context window: older turns are summarised once and
+// sent in their place, the stored history stays complete, /v1/streaming_query announces it, a
+// failed summary is an error that changes nothing, and without compaction the turn is a 413.
+import { describe, expect, inject, it } from "vitest";
+import { callJson, call, echoedRequest, readSse, testConfig } from "./helpers.ts";
+
+const WINDOW = 700;
+const config = (compaction: Record<string, unknown>) =>
+  testConfig({
+    inference: { context_windows: { "scripted/parley-small": WINDOW, "scripted/parley-large": WINDOW } },
+    compaction: { token_floor: 0, threshold_ratio: 0.7, buffer_turns: 2, buffer_max_ratio: 0.3, ...compaction },
+  });
+const enabled = config({ enabled: true });
+const disabled = config({ enabled: false });
+
+/** A question of some forty words, numbered so each turn is told apart. */
+const question = (n: number, marker = "") =>
+  `Question ${n}: ${"the gateway keeps every conversation in its own durable object and replays the history to the model ".repeat(2)}${marker}`.trim();
+
+type Query = { conversation_id: string; response: string; detail?: { response: string; cause: string } };
+const ask = (json: Record<string, unknown>, conf = enabled, user = "compact") => callJson<Query>("/v1/query", { json, config: conf, user });
+
+async function summariserCalls(): Promise<number> {
+  const requests = (await (await fetch(`${inject("backendUrl").replace(/\/v1$/, "")}/__requests`)).json()) as Array<{ body: Record<string, unknown> }>;
+  return requests.filter((request) => JSON.stringify(request.body).includes("summarise a conversation")).length;
+}
+
+describe("compaction", () => {
+  it("summarises older turns once, sends the summary in their place and keeps the stored history whole", async () => {
+    let id: string | undefined;
+    const before = await summariserCalls();
+    let compactedAt = 0;
+    for (let n = 1; n <= 8 && compactedAt === 0; n++) {
+      const response = await call("/v1/streaming_query", { json: { query: question(n), conversation_id: id }, config: enabled, user: "compact" });
+      const events = (await readSse(response)).map((e) => e.data as { event: string; data: Record<string, unknown> });
+      expect(events.at(-1)!.event).toBe("end");
+      id ??= String(events[0]!.data.conversation_id);
+      const compaction = events.find((e) => e.event === "compaction");
+      if (compaction) {
+        expect(compaction.data).toEqual({ status: "started", conversation_id: id });
+        compactedAt = n;
+      }
+    }
+    expect(compactedAt).toBeGreaterThan(1);
+    expect(await summariserCalls()).toBe(before + 1);
+
+    // The next turn sends the summary, then only the turns after it; the summary is not made again.
+    const next = await ask({ query: `#echo-request ${question(99)}`, conversation_id: id });
+    expect(next.status).toBe(200);
+    const sent = echoedRequest(next.body.response);
+    expect(String(sent.input[0].content)).toMatch(/^Summary of earlier conversation:\nSummary: /);
+    const userTurns = sent.input.filter((item: { role?: string }) => item.role === "user").length;
+    expect(userTurns).toBeLessThan(compactedAt + 1);
+    expect(await summariserCalls()).toBe(before + 1);
+
+    // The history clients read keeps every turn.
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { config: enabled, user: "compact" });
+    expect(detail.body.chat_history).toHaveLength(compactedAt + 1);
+  });
+
+  it("without compaction the same conversation is refused with 413 before the model is called", async () => {
+    let id: string | undefined;
+    let refused: Query | undefined;
+    for (let n = 1; n <= 8 && !refused; n++) {
+      const answer = await ask({ query: question(n), conversation_id: id }, disabled, "no-compact");
+      if (answer.status === 413) refused = answer.body;
+      else id ??= answer.body.conversation_id;
+    }
+    expect(refused?.detail).toMatchObject({ response: "Prompt is too long" });
+  });
+
+  it("a summary the model leaves empty is an error, and the history is left as it was", async () => {
+    let id: string | undefined;
+    let failed: { status: number; body: Query } | undefined;
+    for (let n = 1; n <= 8 && !failed; n++) {
+      const answer = await ask({ query: question(n, "#empty-summary"), conversation_id: id }, enabled, "empty-summary");
+      if (answer.status !== 200) failed = answer;
+      else id ??= answer.body.conversation_id;
+    }
+    expect(failed?.status).toBe(500);
+    expect(failed?.body.detail!.cause).toContain("empty summary");
+    // Nothing was summarised: a turn that fits still sees every earlier turn.
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { config: enabled, user: "empty-summary" });
+    const kept = detail.body.chat_history.length;
+    const roomy = config({ enabled: false }).replace(`"scripted/parley-small":${WINDOW}`, '"scripted/parley-small":100000');
+    const next = await ask({ query: "#echo-request short", conversation_id: id }, roomy, "empty-summary");
+    expect(echoedRequest(next.body.response).input.filter((item: { role?: string }) => item.role === "user")).toHaveLength(kept + 1);
+  });
+});

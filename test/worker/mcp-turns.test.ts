@@ -1,0 +1,348 @@
+// MCP tools in turns, through the Worker, against the real MCP server of test/fakes/mcp-server.ts and
+// the scripted backend (which calls the tools its question names: #call-tool:NAME:{args}). The
+// gateway lists the tools, offers them to the model as functions, runs the calls, hands the results
+// back and loops; approvals gate calls until a client answers them, and an approved call runs once.
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, inject, it } from "vitest";
+import worker from "../../worker/index.ts";
+import { type CallOptions, call, callJson, echoedRequest, readSse, testConfig } from "./helpers.ts";
+
+const fake = inject("mcp");
+const label = (prefix: string) => `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
+const url = (kind: "s" | "auth" | "hang", name: string) => `${fake.base}/${kind}/${name}/mcp`;
+const calls = async (name: string) => (await (await fetch(`${fake.base}/__stats/${name}`)).json<{ call: number }>()).call;
+
+type Item = Record<string, unknown> & { type: string };
+type ResponsesBody = { id: string; status: string; output: Item[]; output_text: string; conversation: string; detail?: { response: string; cause: string } };
+type QueryBody = { conversation_id: string; response: string; tool_calls: Item[]; tool_results: Item[]; detail?: { response: string; cause: string } };
+
+/** A configuration with MCP servers (the tests' fake is on 127.0.0.1, which clients may name here). */
+const configWith = (servers: unknown[], extra: Record<string, unknown> = {}) =>
+  testConfig({ mcp_servers: servers, mcp_security: { allowed_internal_hosts: ["127.0.0.1"] }, ...extra });
+
+const respond = (json: Record<string, unknown>, options: CallOptions = {}) => callJson<ResponsesBody>("/v1/responses", { user: "olivia", ...options, json });
+const ask = (json: Record<string, unknown>, options: CallOptions = {}) => callJson<QueryBody>("/v1/query", { user: "olivia", ...options, json });
+const ofType = (output: Item[], type: string) => output.filter((item) => item.type === type);
+const approve = (id: string, approveIt = true, reason?: string) => ({ type: "mcp_approval_response", approval_request_id: id, approve: approveIt, ...(reason ? { reason } : {}) });
+
+describe("tools in a turn", () => {
+  it("lists the server's tools, runs the call the model makes and hands the result back", async () => {
+    const name = label("run");
+    const config = configWith([{ name: "public", url: url("s", name) }]);
+    const { status, body } = await respond({ input: 'say it #call-tool:echo:{"text":"ping-42"} #echo-request' }, { config });
+    expect(status).toBe(200);
+    expect(body.status).toBe("completed");
+    const [list] = ofType(body.output, "mcp_list_tools");
+    expect(list).toMatchObject({ server_label: "public", error: null });
+    expect((list!.tools as Array<{ name: string }>).map((tool) => tool.name)).toContain("echo");
+    const [mcpCall] = ofType(body.output, "mcp_call");
+    expect(mcpCall).toMatchObject({ server_label: "public", name: "echo", arguments: '{"text":"ping-42"}', output: "ping-42", error: null, status: "completed" });
+    // The model's second call carried the function call and its output (the scripted backend echoes its request).
+    const lastMessage = ofType(body.output, "message").at(-1)!;
+    const seen = echoedRequest((lastMessage.content as Array<{ text: string }>)[0]!.text);
+    expect(seen.input.find((item) => item.type === "function_call_output")).toMatchObject({ output: "ping-42" });
+    expect(seen.tools.every((tool: { type: string }) => tool.type === "function")).toBe(true);
+    expect(await calls(name)).toBe(1);
+  });
+
+  it("reports the call on the query endpoints as tool_calls and tool_results, and streams them", async () => {
+    const config = configWith([{ name: "public", url: url("s", label("query")) }]);
+    const { status, body } = await ask({ query: 'add #call-tool:add:{"a":2,"b":3}' }, { config });
+    expect(status).toBe(200);
+    expect(body.tool_calls.map((c) => c.name)).toEqual(["mcp_list_tools", "add"]);
+    expect(body.tool_calls[1]).toMatchObject({ args: { a: 2, b: 3, server_label: "public" }, type: "tool_call" });
+    expect(body.tool_results[1]).toMatchObject({ status: "success", content: "5", type: "tool_result" });
+    expect(body.response).toContain("5");
+
+    const stream = await call("/v1/streaming_query", { user: "olivia", config, json: { query: 'add #call-tool:add:{"a":1,"b":1}' } });
+    const events = (await readSse(stream)).map((e) => e.data as { event: string; data: Record<string, unknown> });
+    const toolCall = events.find((e) => e.event === "tool_call" && e.data.name === "add");
+    const toolResult = events.find((e) => e.event === "tool_result" && e.data.content === "2");
+    expect(toolCall && toolResult).toBeTruthy();
+    expect(events.at(-1)!.event).toBe("end");
+  });
+
+  it("keeps server MCP events out of a responses stream but shows a client's own MCP tool, indexes dense", async () => {
+    const config = configWith([{ name: "public", url: url("s", label("stream")) }]);
+    const hidden = await call("/v1/responses", { user: "olivia", config, json: { input: 'x #call-tool:echo:{"text":"a"}', stream: true } });
+    const hiddenEvents = (await readSse(hidden)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
+    expect(hiddenEvents.some((e) => String(e.type).includes("mcp"))).toBe(false);
+    const done = hiddenEvents.find((e) => e.type === "response.completed")!.response as { output: Item[] };
+    expect(done.output.map((item) => item.type)).toEqual(["message", "message"]);
+
+    const own = await call("/v1/responses", {
+      user: "olivia",
+      config,
+      json: { input: 'x #call-tool:echo:{"text":"b"}', stream: true, tools: [{ type: "mcp", server_label: "mine", server_url: url("s", label("own")), require_approval: "never" }] },
+    });
+    const events = (await readSse(own)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
+    const types = events.map((e) => e.type);
+    expect(types).toContain("response.mcp_list_tools.completed");
+    expect(types).toContain("response.mcp_call.completed");
+    const added = events.filter((e) => e.type === "response.output_item.added").map((e) => [e.output_index, (e.item as Item).type]);
+    expect(added).toEqual([
+      [0, "mcp_list_tools"],
+      [1, "message"],
+      [2, "mcp_call"],
+      [3, "message"],
+    ]);
+    const final = events.find((e) => e.type === "response.completed")!.response as { output: Item[] };
+    expect(final.output.map((item) => item.type)).toEqual(["mcp_list_tools", "message", "mcp_call", "message"]);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+  });
+
+  it("stops at max_infer_iters and max_tool_calls, reporting the calls it did not run", async () => {
+    const name = label("limits");
+    const config = configWith([{ name: "public", url: url("s", name) }]);
+    const once = await respond({ input: 'loop #keep-calling #call-tool:echo:{"text":"again"}', max_infer_iters: 3 }, { config });
+    expect(once.status).toBe(200);
+    const loopCalls = ofType(once.body.output, "mcp_call");
+    expect(loopCalls.map((c) => c.status)).toEqual(["completed", "completed", "failed"]);
+    expect(loopCalls[2]!.error).toContain("max_infer_iters");
+    expect(await calls(name)).toBe(2);
+
+    const capped = await respond({ input: 'two #call-tool:echo:{"text":"1"} #call-tool:echo:{"text":"2"}', max_tool_calls: 1 }, { config });
+    const cappedCalls = ofType(capped.body.output, "mcp_call");
+    expect(cappedCalls.map((c) => c.status)).toEqual(["completed", "failed"]);
+    expect(cappedCalls[1]!.error).toContain("max_tool_calls");
+
+    // Without bounds in the request, the documented defaults hold (10 model calls).
+    const unbounded = await ask({ query: 'loop #keep-calling #call-tool:echo:{"text":"x"}' }, { config });
+    expect(unbounded.status).toBe(200);
+    expect(unbounded.body.tool_calls.filter((c) => c.name === "echo")).toHaveLength(10);
+  });
+
+  it("reports a failing, slow, oversized or unreachable tool as a failed result, and the turn goes on", async () => {
+    const config = configWith([
+      { name: "public", url: url("s", label("faults")), timeout: 1 },
+      { name: "gone", url: fake.downUrl },
+    ]);
+    const { status, body } = await respond(
+      { input: 'faults #call-tool:fail:{"message":"no"} #call-tool:sleep:{"ms":3000} #call-tool:big:{"bytes":70000}' },
+      { config },
+    );
+    expect(status).toBe(200);
+    const gone = ofType(body.output, "mcp_list_tools").find((list) => list.server_label === "gone")!;
+    expect(gone.error).toBeTruthy();
+    const [failed, slow, big] = ofType(body.output, "mcp_call");
+    expect(failed).toMatchObject({ status: "failed", error: "no" });
+    expect(slow).toMatchObject({ status: "failed" });
+    expect(String(slow!.error)).toContain("did not finish");
+    expect(big!.status).toBe("completed");
+    expect(String(big!.output).length).toBeLessThan(70_000);
+    expect(String(big!.output)).toContain("output truncated");
+  });
+
+  it("says which tool it calls on A2A", async () => {
+    const config = configWith([{ name: "public", url: url("s", label("a2a")) }]);
+    const response = await call("/a2a", {
+      user: "olivia",
+      config,
+      headers: { Accept: "text/event-stream" },
+      json: {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "message/stream",
+        params: { message: { kind: "message", role: "user", messageId: crypto.randomUUID(), parts: [{ kind: "text", text: 'hi #call-tool:echo:{"text":"a2a"}' }] } },
+      },
+    });
+    const messages = (await readSse(response)).map((e) => JSON.stringify(e.data));
+    expect(messages.some((line) => line.includes("Calling tool: echo"))).toBe(true);
+    expect(messages.at(-1)).toContain('"completed"');
+  });
+});
+
+describe("credentials of the turn's servers", () => {
+  it("kubernetes passes the caller's token, client takes MCP-HEADERS, and oauth answers 401 with the challenge", async () => {
+    const k8s = configWith([{ name: "cluster", url: url("auth", label("k8s")), authorization_headers: { Authorization: "kubernetes" } }], {
+      authentication: { module: "noop-with-token" },
+    });
+    const byToken = await ask({ query: "who #call-tool:whoami" }, { config: k8s, token: fake.token });
+    expect(byToken.body.tool_results.find((r) => r.content === "authorized")).toBeTruthy();
+
+    const client = configWith([{ name: "by-client", url: url("auth", label("client")), authorization_headers: { Authorization: "client" } }]);
+    const withHeaders = await respond(
+      { input: "who #call-tool:whoami" },
+      { config: client, headers: { "MCP-HEADERS": JSON.stringify({ "by-client": { Authorization: `Bearer ${fake.token}` } }) } },
+    );
+    expect(ofType(withHeaders.body.output, "mcp_call")[0]).toMatchObject({ output: "authorized" });
+    // Without its credential the server is left out of the turn: no tools, and the answer goes on.
+    const without = await respond({ input: "who #call-tool:whoami" }, { config: client });
+    expect(without.status).toBe(200);
+    expect(ofType(without.body.output, "mcp_list_tools")).toEqual([]);
+
+    const oauth = configWith([{ name: "by-oauth", url: url("auth", label("oauth")), authorization_headers: { Authorization: "oauth" } }]);
+    for (const path of ["/v1/query", "/v1/streaming_query", "/v1/responses"]) {
+      const refused = await call(path, { user: "olivia", config: oauth, json: path === "/v1/responses" ? { input: "x" } : { query: "x" } });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get("WWW-Authenticate")).toContain("mcp-fake");
+      await refused.body?.cancel();
+    }
+    // no_tools turns use no MCP server: nothing to probe.
+    expect((await ask({ query: "x", no_tools: true }, { config: oauth })).status).toBe(200);
+  });
+
+  it("a credential the deployment holds (${env.NAME}) reaches the server", async () => {
+    const config = configWith([{ name: "held", url: url("auth", label("held")), authorization_headers: { Authorization: "${env.MCP_TURN_CREDENTIAL}" } }]);
+    const ctx = createExecutionContext();
+    const request = new Request("http://parley.test/v1/query?user_id=olivia", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ query: "who #call-tool:whoami" }),
+    });
+    const response = await worker.fetch(request, { ...env, PARLEY_CONFIG: config, MCP_TURN_CREDENTIAL: `Bearer ${fake.token}` } as Env, ctx);
+    const body = await response.json<QueryBody>();
+    await waitOnExecutionContext(ctx);
+    expect(body.tool_results.find((r) => r.content === "authorized")).toBeTruthy();
+  });
+
+  it("runs a server registered through the API, and refuses a client tool on an internal address", async () => {
+    const name = label("registered");
+    const config = configWith([]);
+    const registered = await callJson("/v1/mcp-servers", { config, json: { name, url: url("s", name) } });
+    expect(registered.status).toBe(201);
+    const { body } = await ask({ query: 'x #call-tool:echo:{"text":"reg"}' }, { config });
+    expect(body.tool_results.find((r) => r.content === "reg")).toBeTruthy();
+    await callJson(`/v1/mcp-servers/${name}`, { config, method: "DELETE" });
+
+    const guarded = testConfig();
+    const refused = await respond({ input: "x", tools: [{ type: "mcp", server_label: "local", server_url: "http://169.254.169.254/mcp" }] }, { config: guarded });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail!.cause).toContain("tools[0].server_url");
+  });
+});
+
+describe("approvals", () => {
+  const gatedConfig = (name: string, approvals: Record<string, unknown> = {}) =>
+    configWith([{ name: "guarded", url: url("s", name), require_approval: { always: ["echo"], never: ["add"] } }], { approvals });
+
+  it("ends a responses turn with an approval request; approved, the call runs exactly once and the model continues", async () => {
+    const name = label("approve");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"approved-run"} #echo-request' }, { config });
+    expect(first.status).toBe(200);
+    expect(first.body.status).toBe("completed");
+    const [request] = ofType(first.body.output, "mcp_approval_request");
+    expect(request).toMatchObject({ server_label: "guarded", name: "echo", arguments: '{"text":"approved-run"}' });
+    expect(String(request!.id)).toMatch(/^mcpr_/);
+    expect(ofType(first.body.output, "mcp_call")).toEqual([]);
+    expect(await calls(name)).toBe(0);
+
+    const second = await respond({ previous_response_id: first.body.id, input: [approve(String(request!.id))] }, { config });
+    expect(second.status).toBe(200);
+    const [ran] = ofType(second.body.output, "mcp_call");
+    expect(ran).toMatchObject({ name: "echo", output: "approved-run", approval_request_id: request!.id, status: "completed" });
+    const seen = echoedRequest(second.body.output_text);
+    expect(seen.input.find((item) => item.type === "function_call_output")).toMatchObject({ output: "approved-run" });
+    expect(await calls(name)).toBe(1);
+
+    // Sent again: already decided, nothing runs.
+    const replay = await respond({ previous_response_id: second.body.id, input: [approve(String(request!.id))] }, { config });
+    expect(replay.status).toBe(409);
+    expect(replay.body.detail!.response).toBe("Approval request already decided");
+    const replayByConversation = await respond({ conversation: first.body.conversation, input: [approve(String(request!.id))] }, { config });
+    expect(replayByConversation.status).toBe(409);
+    expect(await calls(name)).toBe(1);
+  });
+
+  it("denied, the call never runs and the model is told", async () => {
+    const name = label("deny");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"never"} #echo-request' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const denied = await respond({ conversation: first.body.conversation, input: [approve(id, false, "not today")] }, { config });
+    expect(denied.status).toBe(200);
+    expect(ofType(denied.body.output, "mcp_call")).toEqual([]);
+    const seen = echoedRequest(denied.body.output_text);
+    expect(String(seen.input.find((item) => item.type === "function_call_output")!.output)).toContain("denied");
+    expect(await calls(name)).toBe(0);
+    // Its record shows the answer.
+    const detail = await callJson<{ chat_history: Array<{ tool_results: Item[] }> }>(`/v1/conversations/${first.body.conversation.slice(5)}`, { user: "olivia", config });
+    expect(detail.body.chat_history[1]!.tool_results[0]).toMatchObject({ id, status: "denied", type: "mcp_approval_response" });
+  });
+
+  it("answers 404 for unknown, other users' and expired approvals, 409 for forks and stale ones; none of them runs anything", async () => {
+    const name = label("refusals");
+    const config = gatedConfig(name, { approval_timeout_seconds: 1 });
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"x"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+
+    expect((await respond({ conversation: first.body.conversation, input: [approve("mcpr_unknown")] }, { config })).status).toBe(404);
+    expect((await respond({ input: [approve(id)] }, { config })).status).toBe(404);
+    const mallory = await respond({ input: "mine" }, { config, user: "mallory" });
+    const otherUser = await respond({ conversation: mallory.body.conversation, input: [approve(id)] }, { config, user: "mallory" });
+    expect(otherUser.status).toBe(404);
+    expect(otherUser.body.detail!.response).toBe("Approval request not found");
+
+    // The conversation moves on: the approval now answers an older turn.
+    const later = await respond({ previous_response_id: first.body.id, input: "something else" }, { config });
+    const stale = await respond({ previous_response_id: later.body.id, input: [approve(id)] }, { config });
+    expect([stale.status, stale.body.detail!.response]).toEqual([409, "Approval request is not for the latest turn"]);
+    // previous_response_id of an older response would fork the conversation.
+    const fork = await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config });
+    expect([fork.status, fork.body.detail!.response]).toEqual([409, "Approval request is not for the latest turn"]);
+
+    const fresh = await respond({ input: 'again #call-tool:echo:{"text":"y"}' }, { config });
+    const expiring = String(ofType(fresh.body.output, "mcp_approval_request")[0]!.id);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const expired = await respond({ previous_response_id: fresh.body.id, input: [approve(expiring)] }, { config });
+    expect(expired.status).toBe(404);
+    expect(await calls(name)).toBe(0);
+  });
+
+  it("runs the call once when the same approval arrives twice at once", async () => {
+    const name = label("duplicate");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"once"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const both = await Promise.all([1, 2].map(() => respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config })));
+    expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
+    expect(both.find((r) => r.status === 409)!.body.detail!.response).toBe("Approval request already decided");
+    expect(await calls(name)).toBe(1);
+  });
+
+  it("an approved call whose turn then failed is not run again when the answer is sent again: its result is reused", async () => {
+    const name = label("retry");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"kept-result"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    // The call runs, then the model fails: nothing was answered, so the approval is not used up.
+    const failed = await respond({ previous_response_id: first.body.id, input: [approve(id), { role: "user", content: "go on #fail-midstream" }] }, { config });
+    expect(failed.status).toBe(500);
+    expect(await calls(name)).toBe(1);
+    const retried = await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config });
+    expect(retried.status).toBe(200);
+    expect(ofType(retried.body.output, "mcp_call")[0]).toMatchObject({ output: "kept-result", approval_request_id: id });
+    expect(await calls(name)).toBe(1);
+  });
+
+  it("on the query endpoints a gated call is not run, reported pending, and can be approved on /v1/responses", async () => {
+    const name = label("query-gate");
+    const config = gatedConfig(name);
+    const asked = await ask({ query: 'gate #call-tool:echo:{"text":"later"} #call-tool:add:{"a":1,"b":2}' }, { config });
+    expect(asked.status).toBe(200);
+    const pending = asked.body.tool_calls.find((c) => c.type === "mcp_approval_request")!;
+    expect(pending).toMatchObject({ name: "echo", args: { text: "later", server_label: "guarded" } });
+    // The ungated call ran.
+    expect(asked.body.tool_results.find((r) => r.content === "3")).toBeTruthy();
+    expect(await calls(name)).toBe(1);
+
+    const approved = await respond({ conversation: asked.body.conversation_id, input: [approve(String(pending.id))] }, { config });
+    expect(approved.status).toBe(200);
+    expect(ofType(approved.body.output, "mcp_call")[0]).toMatchObject({ name: "echo", output: "later" });
+    expect(await calls(name)).toBe(2);
+  });
+
+  it("keeps decided approvals for approval_retention_days: with none, an answered one is gone", async () => {
+    const name = label("retention");
+    const config = gatedConfig(name, { approval_retention_days: 0 });
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"r"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const second = await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config });
+    expect(second.status).toBe(200);
+    const replay = await respond({ previous_response_id: second.body.id, input: [approve(id)] }, { config });
+    expect(replay.status).toBe(404);
+    expect(await calls(name)).toBe(1);
+  });
+});

@@ -1,0 +1,144 @@
+// A turn under faults, through the Worker: a backend that stalls, an answer that runs longer than
+// the time-out, quotas under concurrency, and questions larger than the model or the storage take.
+import { describe, expect, inject, it } from "vitest";
+import { call, callJson, eventually, readSse, testConfig } from "./helpers.ts";
+
+type Json = Record<string, unknown>;
+type QueryEvent = { event: string; data: Json; available_quotas?: Record<string, number> };
+
+const TIMEOUT_S = 2;
+const timed = testConfig({ inference_backend: { timeout: TIMEOUT_S } });
+
+/** The requests the scripted backend received whose body mentions `marker`. */
+async function backendSaw(marker: string): Promise<number> {
+  const requests = (await (await fetch(`${inject("backendUrl").replace(/\/v1$/, "")}/__requests`)).json()) as Array<{ body: unknown }>;
+  return requests.filter((request) => JSON.stringify(request.body ?? "").includes(marker)).length;
+}
+
+const queryEvents = async (response: Response) => (await readSse(response)).map((event) => event.data as QueryEvent);
+
+describe("a backend that stalls after its first deltas", () => {
+  it("ends a stream within the time-out with SPEC's 503, and the conversation goes on", async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the stall" }, user: "stall", config: timed });
+    const id = first.body.conversation_id;
+    const started = Date.now();
+    const events = await queryEvents(await call("/v1/streaming_query", { json: { query: "one two three four #stall", conversation_id: id }, user: "stall", config: timed }));
+    // Well within the backend's 150 s stall: the time-out bounds each event, not only the first.
+    expect(Date.now() - started).toBeLessThan((TIMEOUT_S + 8) * 1000);
+    expect(events.filter((event) => event.event === "token")).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 503, response: "Unable to connect to the inference backend", cause: "The inference backend did not answer in time." } });
+
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after the stall", conversation_id: id }, user: "stall", config: timed });
+    // The failed turn is kept apart from what the model sees; the conversation goes on.
+    expect(next.body.response).toBe("[user_turns=2] You said: after the stall");
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { user: "stall", config: timed });
+    expect(detail.body.chat_history).toHaveLength(2);
+  });
+
+  it("ends a streamed response with response.failed, and a JSON answer with 503", async () => {
+    const stream = (await readSse(await call("/v1/responses", { json: { input: "one two three #stall", stream: true }, user: "stall", config: timed }))).map((event) => event.data);
+    expect(stream.at(-1)).toBe("[DONE]");
+    expect(stream.at(-2)).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "server_error", message: expect.stringContaining("did not answer in time") } } });
+
+    const json = await callJson<{ detail: Json }>("/v1/query", { json: { query: "one two three #stall" }, user: "stall", config: timed });
+    expect(json.status).toBe(503);
+    expect(json.body.detail).toEqual({ response: "Unable to connect to the inference backend", cause: "The inference backend did not answer in time." });
+  });
+});
+
+describe("a turn that runs longer than the time-out", () => {
+  it("keeps its conversation until it ends, so a question sent meanwhile sees it", { timeout: 20_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "start" }, user: "long", config: timed });
+    const id = first.body.conversation_id;
+    // Every delta well within the time-out, the whole answer well beyond it.
+    const slow = "a b c d e f g h #slow=600";
+    const long = call("/v1/streaming_query", { json: { query: slow, conversation_id: id }, user: "long", config: timed });
+    const longResponse = await long;
+    const reader = queryEvents(longResponse);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const meanwhile = await callJson<{ response: string }>("/v1/query", { json: { query: "meanwhile", conversation_id: id }, user: "long", config: timed });
+    const longEvents = await reader;
+    expect(longEvents.at(-1)?.event).toBe("end");
+    expect(longEvents.find((event) => event.event === "turn_complete")?.data.token).toBe(`[user_turns=2] You said: ${slow}`);
+    expect(meanwhile.body.response).toBe("[user_turns=3] You said: meanwhile");
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "long", config: timed });
+    expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["start", slow, "meanwhile"]);
+  });
+});
+
+describe("quotas under concurrency", () => {
+  const limited = (name: string) => testConfig({ quota_handlers: { limiters: [{ type: "user_limiter", name, initial_quota: 200, quota_increase: 0, period: "1 day" }] } });
+  const quotaLeft = async (config: string, user: string) =>
+    (await callJson<{ quotas: Array<{ limiter: string; available: number }> }>("/v1/quotas", { user, config })).body.quotas[0]!.available;
+
+  it("100 parallel questions of one user consume at most the limit plus one turn", async () => {
+    const config = limited("parallel");
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, (_, n) => callJson<{ input_tokens: number; output_tokens: number }>("/v1/query", { json: { query: `parallel ${n}` }, user: "q-parallel", config })),
+    );
+    const ok = answers.filter((answer) => answer.status === 200);
+    expect(ok.length).toBeGreaterThan(0);
+    expect(answers.every((answer) => answer.status === 200 || answer.status === 429)).toBe(true);
+    const consumed = ok.reduce((sum, answer) => sum + answer.body.input_tokens + answer.body.output_tokens, 0);
+    expect(consumed).toBeLessThanOrEqual(250);
+    // Settled after the answers: the counter shows exactly what they used.
+    await eventually(async () => expect(await quotaLeft(config, "q-parallel")).toBe(Math.max(0, 200 - consumed)));
+  });
+
+  it("100 parallel streams on one conversation consume at most the limit plus one turn", async () => {
+    const config = limited("one-conversation");
+    const first = await callJson<{ conversation_id: string; input_tokens: number; output_tokens: number }>("/v1/query", { json: { query: "first" }, user: "q-stream", config });
+    const id = first.body.conversation_id;
+    const streams = await Promise.all(
+      Array.from({ length: 100 }, async (_, n) => {
+        const response = await call("/v1/streaming_query", { json: { query: `stream ${n}`, conversation_id: id }, user: "q-stream", config });
+        return response.status === 200 ? queryEvents(response) : response.status;
+      }),
+    );
+    const ends = streams.flatMap((events) => (typeof events === "number" ? [] : events.filter((event) => event.event === "end")));
+    expect(streams.every((events) => typeof events !== "number" || events === 429)).toBe(true);
+    const consumed = first.body.input_tokens + first.body.output_tokens + ends.reduce((sum, end) => sum + Number(end.data.input_tokens) + Number(end.data.output_tokens), 0);
+    expect(consumed).toBeLessThanOrEqual(250);
+  });
+
+  it("reports what was admitted minus the turn's own use", async () => {
+    const config = limited("reported");
+    const answer = await callJson<{ input_tokens: number; output_tokens: number; available_quotas: Record<string, number> }>("/v1/query", { json: { query: "how much?" }, user: "q-report", config });
+    expect(answer.body.available_quotas).toEqual({ reported: 200 - answer.body.input_tokens - answer.body.output_tokens });
+  });
+});
+
+describe("questions larger than the model or the storage take", () => {
+  it("refuses a request body over the limit with 413 before calling the model", async () => {
+    const marker = `huge-${crypto.randomUUID()}`;
+    const response = await callJson<{ detail: Json }>("/v1/query", { json: { query: `${marker} ${"x".repeat(10 * 1024 * 1024)}` }, user: "size" });
+    expect(response.status).toBe(413);
+    expect(response.body.detail.response).toBe("Prompt is too long");
+    expect(await backendSaw(marker)).toBe(0);
+  });
+
+  it("refuses input beyond the model's context window with 413, without calling it", async () => {
+    const config = testConfig({ inference: { context_windows: { "scripted/parley-small": 50 } } });
+    const marker = `window-${crypto.randomUUID()}`;
+    const response = await callJson<{ detail: Json }>("/v1/query", { json: { query: `${marker} ${"word ".repeat(100)}` }, user: "size", config });
+    expect(response.status).toBe(413);
+    expect(response.body.detail).toEqual({ response: "Prompt is too long", cause: "The input exceeds the context window size of model 'scripted/parley-small'." });
+    expect(await backendSaw(marker)).toBe(0);
+  });
+
+  it("stores a question and an answer larger than one storage value, and goes on", async () => {
+    // 1.5 MB each way (the scripted model repeats the question): more than a SQLite value holds.
+    const big = "big ".repeat(384 * 1024);
+    const answer = await callJson<{ conversation_id: string; response: string }>("/v1/query", { json: { query: big }, user: "size" });
+    expect(answer.status).toBe(200);
+    const id = answer.body.conversation_id;
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "and then?", conversation_id: id }, user: "size" });
+    expect(next.body.response).toBe("[user_turns=2] You said: and then?");
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "size" });
+    expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(big);
+    await eventually(async () => {
+      const list = await callJson<{ conversations: Array<Json> }>("/v1/conversations", { user: "size" });
+      expect(list.body.conversations.find((conversation) => conversation.conversation_id === id)).toMatchObject({ message_count: 2 });
+    });
+  });
+});
