@@ -154,11 +154,13 @@ export async function runBench(partial: Partial<BenchOptions> = {}): Promise<Ben
     log(`backend ${backend.apiUrl} (first token ${options.backend.firstTokenDelayMs} ms, between tokens ${options.backend.tokenDelayMs} ms)`);
     const buildDir = join(options.workDir, "build");
     const wantProfile = options.profile && options.modes.includes("miniflare");
-    const [gatewayBundle, floorBundle, profileBundle, variantsBundle] = await Promise.all([
+    const [gatewayBundle, floorBundle, profileBundle, variantsBundle, readableBundle] = await Promise.all([
       buildBundle(join(buildDir, "gateway"), { config: GATEWAY_CONFIG }),
       buildBundle(join(buildDir, "floor"), { config: FLOOR_CONFIG }),
-      wantProfile ? buildBundle(join(buildDir, "profile"), { config: GATEWAY_CONFIG, entry: PROFILE_ENTRY }) : Promise.resolve(null),
+      wantProfile ? buildBundle(join(buildDir, "profile"), { config: GATEWAY_CONFIG, entry: PROFILE_ENTRY, minify: false }) : Promise.resolve(null),
       wantProfile ? buildBundle(join(buildDir, "variants"), { config: VARIANTS_CONFIG }) : Promise.resolve(null),
+      // The CPU profile attributes samples to source files by esbuild's path comments, which minifying drops.
+      wantProfile ? buildBundle(join(buildDir, "gateway-unminified"), { config: GATEWAY_CONFIG, minify: false }) : Promise.resolve(null),
     ]);
     report.bundles = { gateway: gatewayBundle, floor: floorBundle };
     log(`bundles: gateway ${gatewayBundle.wranglerSize}, floor ${floorBundle.wranglerSize}`);
@@ -194,7 +196,7 @@ export async function runBench(partial: Partial<BenchOptions> = {}): Promise<Ben
         log("== profile (miniflare)");
         report.profile = await runProfile({
           ...options,
-          bundles: { profile: profileBundle.file, gateway: gatewayBundle.file, variants: variantsBundle?.file ?? null },
+          bundles: { profile: profileBundle.file, gateway: readableBundle?.file ?? gatewayBundle.file, variants: variantsBundle?.file ?? null },
           vars,
           targets,
           backend,
@@ -356,12 +358,24 @@ async function measureLoad(mode: Mode, endpoint: Endpoint, connections: number, 
     maxSeconds: options.maxSecondsPerRun,
   };
   const floor = await runLoad({ ...spec, url: targets.floor.url, cpu: { target: targets.floor.cpuMs, backend: backend.cpuMs } });
+  await quiet();
   const gateway = await runLoad({ ...spec, url: targets.gateway.url, cpu: { target: targets.gateway.cpuMs, backend: backend.cpuMs } });
   return { mode, endpoint, connections, floor, gateway };
 }
 
 /** Sequential samples, floor and gateway alternating, so both see the same machine. */
+/**
+ * The gateway finishes work after its answers: the record-store writes of its conversations' outboxes
+ * (gathered for a second) and the metrics batches (likewise). Each phase starts once the previous
+ * phase's has had time to finish, so that it measures its own work (what is deferred within a phase
+ * still counts in it: throughput and CPU include the outbox writes of its own turns, less the last
+ * second's).
+ */
+const QUIET_MS = 2_500;
+const quiet = () => new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+
 async function measureTtft(mode: Mode, endpoint: StreamEndpoint, targets: TargetPair, samples: number): Promise<TtftRow> {
+  await quiet();
   let gatewayBody: string;
   let floorBody: string;
   let path: string;

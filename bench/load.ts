@@ -31,6 +31,8 @@ export interface LoadResult {
   rps: number;
   p50: number;
   p99: number;
+  /** The slowest 2xx answer. */
+  max: number;
   mean: number;
   statusCodes: Record<string, number>;
   /** Stopped by maxSeconds before `amount` was reached. */
@@ -81,6 +83,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           rps: seconds > 0 ? ok / seconds : 0,
           p50: percentile(sorted, 0.5),
           p99: percentile(sorted, 0.99),
+          max: sorted.at(-1) ?? NaN,
           mean: sorted.length ? sorted.reduce((sum, value) => sum + value, 0) / sorted.length : NaN,
           statusCodes,
           capped,

@@ -2,9 +2,10 @@
 /**
  * The gateway with timing spans, for the benchmark's profile phase only (never deployed). It runs
  * the real Worker unchanged and times what a turn waits on from outside: every D1 statement, every
- * Durable Object RPC, the backend fetch (until its headers, then until its body has been read), and
- * inside the ConversationDO the history read and the turn insert. Whatever a request spends outside
- * those spans is the Worker's own JavaScript (routing, validation, the SDK, stream plumbing).
+ * Durable Object RPC (a turn is one: runTurn, in which the conversation's Durable Object calls the
+ * backend), and inside the ConversationDO the history read and the turn insert. Whatever a request
+ * spends outside those spans is the Worker's own JavaScript (routing, validation, planning,
+ * presenting).
  *
  * Plain JS with JSDoc rather than TypeScript: tsconfig.node.json checks every bench/*.ts with Node's
  * types, and this file needs the Workers types (bench/tsconfig.worker.json checks it).
@@ -16,9 +17,9 @@
  *   DELETE /__profile  reset
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import gateway, { A2AContextDO, ConversationDO, QuotaDO } from "../worker/index.ts";
+import gateway, { A2AContextDO, ConversationDO, MetricsDO, QuotaDO } from "../worker/index.ts";
 
-export { A2AContextDO, ConversationDO, QuotaDO };
+export { A2AContextDO, ConversationDO, MetricsDO, QuotaDO };
 
 /** @typedef {{ name: string, start: number, end: number }} Span */
 /** @typedef {{ path: string, status: number, total: number, backendRequestBytes: number, spans: Span[] }} Trace */
@@ -138,7 +139,7 @@ function profiledD1(db) {
   });
 }
 
-const RPC_METHODS = new Set(["beginTurn", "completeTurn", "abandonTurn", "history", "interrupt", "destroy", "read", "consume"]);
+const RPC_METHODS = new Set(["runTurn", "checkAccess", "describe", "interrupt", "destroy", "setTopicSummary", "read", "admit", "settle"]);
 
 /**
  * @template {DurableObjectNamespace<any>} N

@@ -114,7 +114,8 @@ export const VARIANTS: Array<{ name: string; what: string }> = [
   { name: "d1-turn-batched", what: "+ SELECT before, the two writes as one batch" },
   { name: "do-rpc", what: "+ Durable Object begin/complete RPCs (no history)" },
   { name: "do-rpc-control-stream", what: "+ the same with a ReadableStream returned over RPC" },
-  { name: "persisted-minimum", what: "+ DO begin, then DO complete ‖ one D1 batch of the two writes: a persisted turn's round-trips, nothing else" },
+  { name: "persisted-minimum", what: "+ DO begin, then DO complete ‖ one D1 batch of the two writes: the previous design's round-trips, nothing else" },
+  { name: "do-turn-minimum", what: "one RPC to a Durable Object that calls the backend and records the turn: the current design's round-trips, nothing else" },
 ];
 
 const CONNECTIONS = 10;

@@ -97,7 +97,7 @@ export function renderRun(report: BenchReport, command: string): string {
   for (const row of report.ttft) lines.push(ttftLine(row));
   lines.push("");
 
-  lines.push("### Targets (persisted `/v1/query` turn at concurrency 10, Miniflare)");
+  lines.push("### Targets (persisted `/v1/query` turn, Miniflare)");
   lines.push("");
   lines.push(...targetLines(report));
   lines.push("");
@@ -140,20 +140,25 @@ function ttftLine(row: TtftRow): string {
 }
 
 function targetLines(report: BenchReport): string[] {
-  const query = report.load.find((row) => row.mode === "miniflare" && row.endpoint === "POST /v1/query" && row.connections === 10);
+  const busy = report.load.find((row) => row.mode === "miniflare" && row.endpoint === "POST /v1/query" && row.connections === 10);
+  const single = report.load.find((row) => row.mode === "miniflare" && row.endpoint === "POST /v1/query" && row.connections === 1);
   const ttft = report.ttft.filter((row) => row.mode === "miniflare");
-  if (!query && ttft.length === 0) return ["Not measured in this run (needs Miniflare and concurrency 10)."];
+  if (!busy && !single && ttft.length === 0) return ["Not measured in this run (needs Miniflare at concurrency 1 or 10)."];
+  // The targets of the rebuilt turn (issue "The turn, rebuilt"): 0.35 of the floor is the bar, 0.5 the aim.
   const lines = ["| Target | Measured | Met |", "|---|--:|---|"];
-  if (query) {
-    const added = query.gateway.p50 - query.floor.p50;
-    const share = query.gateway.rps / query.floor.rps;
-    lines.push(`| added p50 latency over the floor ≤ 3 ms | ${signed(added)} ms | ${added <= 3 ? "yes" : "no"} |`);
-    lines.push(`| throughput ≥ 0.5 × the floor's | ${ratio(share)} × | ${share >= 0.5 ? "yes" : "no"} |`);
+  if (busy) {
+    const share = busy.gateway.rps / busy.floor.rps;
+    lines.push(`| throughput at concurrency 10 ≥ 0.35 × the floor's (aim 0.5) | ${ratio(share)} × | ${share >= 0.35 ? "yes" : "no"} |`);
+  }
+  if (single) {
+    const added = single.gateway.p50 - single.floor.p50;
+    lines.push(`| added p50 latency over the floor at concurrency 1 ≤ 2 ms | ${signed(added)} ms | ${added <= 2 ? "yes" : "no"} |`);
   }
   for (const row of ttft) {
     const added = row.gateway.ttftP50 - row.floor.ttftP50;
-    lines.push(`| TTFT p50 within 2 ms of the floor's, ${row.endpoint} | ${signed(added)} ms | ${added <= 2 ? "yes" : "no"} |`);
+    lines.push(`| TTFT p50 within 1.5 ms of the floor's, ${row.endpoint} | ${signed(added)} ms | ${added <= 1.5 ? "yes" : "no"} |`);
   }
+  if (busy) lines.push(`| CPU per answer at concurrency 10 (reported) | ${ms(busy.gateway.targetCpuMs)} ms (floor ${ms(busy.floor.targetCpuMs)} ms) | - |`);
   return lines;
 }
 
@@ -179,16 +184,15 @@ function profileLines(profile: ProfileReport): string[] {
       "Client-side p50 and the profiled means per turn, ms:",
   );
   lines.push("");
-  lines.push("| Turns | Gateway p50 | Floor p50 | Turn mean | D1 SELECT | DO beginTurn | backend headers | backend body | DO completeTurn | Worker-only | Backend request | turns() in DO | insertTurn() in DO |");
-  lines.push("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  lines.push("| Turns | Gateway p50 | Floor p50 | Turn mean | DO runTurn (backend call inside) | Worker-only | turns() in DO | insertTurn() in DO |");
+  lines.push("|---|--:|--:|--:|--:|--:|--:|--:|");
   for (const bucket of profile.history.buckets) {
     const b = bucket.breakdown;
     const span = (name: string) => ms(b.spans.find((row) => row.name === name)?.meanMs ?? NaN);
     const inside = (name: string) => ms(b.inside.find((row) => row.name === name)?.meanMs ?? NaN);
     lines.push(
-      `| ${bucket.fromTurn}–${bucket.toTurn} | ${ms(bucket.gatewayP50)} | ${ms(bucket.floorP50)} | ${ms(b.meanTotal)} | ${span("d1 SELECT conversations")} | ${span("do conversation.beginTurn")} | ` +
-        `${span("backend /v1/responses (headers)")} | ${span("backend /v1/responses (body)")} | ${span("do conversation.completeTurn")} | ${ms(b.meanWorkerOnly)} | ` +
-        `${b.meanBackendRequestKiB.toFixed(1)} KiB | ${inside("ConversationDO.turns()")} | ${inside("ConversationDO.insertTurn()")} |`,
+      `| ${bucket.fromTurn}–${bucket.toTurn} | ${ms(bucket.gatewayP50)} | ${ms(bucket.floorP50)} | ${ms(b.meanTotal)} | ${span("do conversation.runTurn")} | ` +
+        `${ms(b.meanWorkerOnly)} | ${inside("ConversationDO.turns()")} | ${inside("ConversationDO.insertTurn()")} |`,
     );
   }
   if (profile.variants.length) {

@@ -84,7 +84,8 @@ export interface Bundle {
 }
 
 /** `wrangler deploy --dry-run --outdir`: the bundle exactly as it would be uploaded. */
-export async function buildBundle(dir: string, options: { config: string; entry?: string }): Promise<Bundle> {
+/** `minify: false` keeps esbuild's `// path` comments, which the CPU profile attributes samples by. */
+export async function buildBundle(dir: string, options: { config: string; entry?: string; minify?: boolean }): Promise<Bundle> {
   // wrangler resolves a relative --outdir against the configuration's folder, not the cwd.
   const outDir = resolve(ROOT, dir);
   await rm(outDir, { recursive: true, force: true });
@@ -92,6 +93,7 @@ export async function buildBundle(dir: string, options: { config: string; entry?
   const started = performance.now();
   const args = [WRANGLER, "deploy", "--dry-run", "--outdir", outDir, "--config", options.config];
   if (options.entry) args.push(options.entry);
+  if (options.minify === false) args.push("--no-minify");
   const child = startChild(`bundle ${options.entry ?? options.config}`, process.execPath, args, { cwd: ROOT, env: CHILD_ENV });
   const code = await child.exited;
   await child.stop();
@@ -116,13 +118,16 @@ export interface MiniflareTarget extends Target {
   mf: Miniflare;
 }
 
-/** A Worker bundle in Miniflare with the bindings its wrangler configuration declares; state in memory. */
+/**
+ * A Worker bundle in Miniflare with the bindings its wrangler configuration declares; state in
+ * memory, or under `extra.resourcePersistencePath` (D1, Durable Objects, R2), kept across starts.
+ */
 export async function startMiniflare(
   name: string,
   config: string,
   bundle: string,
   vars: Record<string, string>,
-  extra: { inspectorPort?: number } = {},
+  extra: { inspectorPort?: number; resourcePersistencePath?: string } = {},
 ): Promise<MiniflareTarget> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(config);
   // The bundle is a single ES module, so wrangler's module rules have nothing left to match (and
@@ -209,9 +214,9 @@ export async function migrateLocal(persistTo: string): Promise<void> {
 const DEV_FLAGS = ["--ip", "127.0.0.1", "--show-interactive-dev-session=false", "--log-level", "warn"];
 
 /**
- * The gateway as developers run it: `npm run dev -- --port N` (which applies the D1 migrations to
- * .wrangler/state first, then execs wrangler dev). State goes to `persistTo`, migrated beforehand,
- * so the benchmark neither reads nor grows anyone's .wrangler/state.
+ * The gateway as developers run it: `npm run dev -- --port N` (which applies the D1 migrations
+ * first, then execs wrangler dev). State goes to `persistTo` (PARLEY_STATE_DIR), so the benchmark
+ * neither reads nor grows anyone's .wrangler/state.
  */
 export async function startGatewayDev(backendUrl: string, persistTo: string): Promise<DevTarget> {
   const port = await freePort();
@@ -220,8 +225,8 @@ export async function startGatewayDev(backendUrl: string, persistTo: string): Pr
   const child = startChild(
     "gateway (wrangler dev)",
     "npm",
-    ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persistTo, "--var", `PARLEY_BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
-    { cwd: ROOT, env: CHILD_ENV },
+    ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), ...DEV_FLAGS],
+    { cwd: ROOT, env: { ...CHILD_ENV, PARLEY_STATE_DIR: persistTo, PARLEY_BACKEND_PORT: new URL(backendUrl).port } },
   );
   const url = `http://127.0.0.1:${port}`;
   const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);
