@@ -4,7 +4,7 @@
 // floor, and measures how a turn's cost grows with its conversation's history.
 import { profileWhile, summarizeProfile, type CpuProfileSummary } from "./cpu-profile.ts";
 import { median, percentile, postJson, runLoad, type LoadResult } from "./load.ts";
-import { freePort } from "./processes.ts";
+import { freePort } from "../test/fakes/listen.ts";
 import { applyMigrations, GATEWAY_CONFIG, startMiniflare, VARIANTS_CONFIG, type Target } from "./targets.ts";
 
 interface Span {

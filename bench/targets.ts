@@ -8,7 +8,8 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { Miniflare, convertV4MiniflareOptions, type Json } from "miniflare";
 import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery } from "wrangler";
-import { childPids, freePort, groupCpuMs, processCpuMs, startChild, track, untrack, waitForOk, waitForOutput, type Child } from "./processes.ts";
+import { freePort } from "../test/fakes/listen.ts";
+import { childPids, groupCpuMs, processCpuMs, startChild, track, untrack, waitForOk, waitForOutput, type Child } from "./processes.ts";
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url).href);
 const WRANGLER = join(ROOT, "node_modules/wrangler/bin/wrangler.js");

@@ -21,7 +21,7 @@
 //   nouser                    authenticated, but no user in the answer
 //   emptyname                 authenticated, user with an empty username
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOn } from "./listen.ts";
 
 /** The credential the gateway must present (authentication.k8s_service_account_token). */
 export const CLUSTER_SERVICE_TOKEN = "parley-fake-cluster-credential-0123456789";
@@ -191,11 +191,7 @@ export async function startClusterApi(): Promise<ClusterApiServer> {
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => status(res, 500, "InternalError", String(error)));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOn(server);
 
   return {
     url: `http://127.0.0.1:${port}`,

@@ -15,7 +15,8 @@
 //   GET  /__events/<tenant>   accepted events, oldest first
 //   GET  /__refusals/<tenant> refused requests: {status, text}
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import type { Socket } from "node:net";
+import { listenOn } from "./listen.ts";
 
 export type HecMode = "accept" | "slow" | "error" | "throttled" | "cut" | "garbage" | "stall-headers";
 
@@ -147,11 +148,7 @@ export async function startHecCollector(token = "hec-test-token-0123456789"): Pr
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOn(server);
   return {
     url: `http://127.0.0.1:${port}`,
     token,

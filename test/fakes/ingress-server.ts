@@ -14,10 +14,10 @@
 // client needs), "stall-headers" (202 and its headers at once, then the body never ends). With
 // `times`, the mode applies to that many uploads and then "accept" returns.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Socket } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { unpackTar } from "modern-tar";
+import { listenOn } from "./listen.ts";
 
 export type IngressMode = "accept" | "error" | "stall" | "cut" | "slow" | "garbage" | "stall-headers";
 
@@ -176,11 +176,7 @@ export async function startIngressServer(): Promise<IngressServer> {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOn(server);
   return {
     url: `http://127.0.0.1:${port}`,
     close: () =>

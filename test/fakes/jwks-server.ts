@@ -2,8 +2,8 @@
 // tokens with it, or with a second key the set does not hold (forged / unknown-key tokens).
 // Plain Node (no vitest), so vitest's globalSetup and unit tests can both start it.
 import { createServer, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from "jose";
+import { listenOn } from "./listen.ts";
 
 // "rotating" serves both keys without kids, as a provider does mid-rotation.
 export type JwksMode = "ok" | "invalid-json" | "500" | "not-a-key-set" | "rotating";
@@ -61,11 +61,7 @@ export async function startJwksServer(): Promise<JwksServer> {
         return answer(res, 500, '{"error":"internal"}');
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOn(server);
 
   return {
     url: `http://127.0.0.1:${port}/jwks.json`,

@@ -40,10 +40,10 @@
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
+import { freePort, listenOn } from "./listen.ts";
 
 export interface McpFake {
   /** http://127.0.0.1:<port> */
@@ -271,17 +271,10 @@ export async function startMcpServer(): Promise<McpFake> {
       else res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  base = `http://127.0.0.1:${await listenOn(server)}`;
 
   // A port that was just free: bound, then released, so a connection to it is refused.
-  const spare = createServer();
-  await new Promise<void>((resolve) => spare.listen(0, "127.0.0.1", () => resolve()));
-  const downPort = (spare.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => spare.close(() => resolve()));
+  const downPort = await freePort();
 
   return {
     base,

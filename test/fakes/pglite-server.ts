@@ -17,6 +17,7 @@
 import { createRequire } from "node:module";
 import { createServer, type Socket } from "node:net";
 import type { PGlite as PGliteType } from "@electric-sql/pglite";
+import { listenOn } from "./listen.ts";
 
 // Loaded through Node's own require, as test/fakes/ws-relay.ts loads ws: the worker test project's
 // globalSetup resolves imports with browser conditions, under which PGlite's package maps node:fs
@@ -214,11 +215,7 @@ export async function startPgliteServer(): Promise<PgliteServer> {
     socket.on("error", () => socket.destroy());
     socket.on("close", () => void release(session));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as { port: number };
+  const port = await listenOn(server);
 
   return {
     host: "127.0.0.1",

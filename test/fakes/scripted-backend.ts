@@ -188,7 +188,7 @@
 
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOn } from "./listen.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createChatCompletion } from "./scripted-chat.ts";
 
@@ -1667,14 +1667,7 @@ export async function startScriptedBackend(options: ScriptedBackendOptions = {})
   const server = createServer((req, res) => {
     void handle(req, res, state, resolved, requests);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(resolved.port, resolved.host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenOn(server, resolved.port, resolved.host);
   // A wildcard bind is reachable on loopback; IPv6 literals need brackets in a URL.
   const host = resolved.host === "0.0.0.0" || resolved.host === "::" ? "127.0.0.1" : resolved.host.includes(":") ? `[${resolved.host}]` : resolved.host;
 

@@ -4,10 +4,10 @@
 // backend that reports its providers' health the way Llama Stack does.
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listenOn } from "../fakes/listen.ts";
 import { startScriptedBackend, type ScriptedBackend } from "../fakes/scripted-backend.ts";
 import { parseExposition, type Exposition } from "../worker/metrics-exposition.ts";
 import { startGateway, type RunningGateway } from "./gateway.ts";
@@ -105,7 +105,7 @@ describe("metrics across a restart", () => {
  * A backend listing its providers with their health as Llama Stack does (GET /v1/providers), plus
  * the model list the probe reads. Its vLLM provider's health is switched by the test.
  */
-function startProvidersBackend(): Promise<{ url: string; setVllm(status: string, message?: string): void; close(): Promise<void> }> {
+async function startProvidersBackend(): Promise<{ url: string; setVllm(status: string, message?: string): void; close(): Promise<void> }> {
   let vllm = { status: "OK", message: "" };
   const server: Server = createServer((req, res) => {
     const json = (status: number, body: unknown) => {
@@ -127,18 +127,14 @@ function startProvidersBackend(): Promise<{ url: string; setVllm(status: string,
     }
     json(404, { detail: "Not Found" });
   });
-  return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      resolve({
-        url: `http://127.0.0.1:${port}/v1`,
-        setVllm: (status, message = "") => {
-          vllm = { status, message };
-        },
-        close: () => new Promise((done) => server.close(() => done())),
-      });
-    });
-  });
+  const port = await listenOn(server);
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    setVllm: (status, message = "") => {
+      vllm = { status, message };
+    },
+    close: () => new Promise((done) => server.close(() => done())),
+  };
 }
 
 describe("readiness with a backend that reports its providers' health", () => {

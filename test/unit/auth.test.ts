@@ -1,5 +1,4 @@
 import { createServer as createHttpServer } from "node:http";
-import { createServer } from "node:net";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApiError } from "../../worker/errors.ts";
@@ -10,6 +9,7 @@ import type { AccessRule, AuthenticationConfig, RoleRule } from "../../worker/au
 import { AuthenticationSchema } from "../../worker/config/schema.ts";
 import { CLUSTER_ID, CLUSTER_SERVICE_TOKEN, startClusterApi, type ClusterApiServer } from "../fakes/cluster-api.ts";
 import { startJwksServer, type JwksServer } from "../fakes/jwks-server.ts";
+import { freePort, listenOn } from "../fakes/listen.ts";
 
 /** Settings as the configuration schema produces them (defaults filled). */
 const settings = (input: Record<string, unknown> = {}): AuthenticationConfig => AuthenticationSchema.parse(input);
@@ -189,12 +189,7 @@ describe("jwk-token", () => {
   });
 
   it("reports an unreachable key server", async () => {
-    const closedPort = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, "127.0.0.1", () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
+    const closedPort = await freePort();
     const auth = jwkAuth(`http://127.0.0.1:${closedPort}/jwks.json`);
     await expect401(auth(bearer(await jwks.sign(CLAIMS))), "Authentication key server returned invalid data");
   });
@@ -245,8 +240,7 @@ describe("jwk-token: require_exp", () => {
     const { publicKey, privateKey } = await generateKeyPair("ES256", { extractable: true });
     const jwk = { ...(await exportJWK(publicKey)), alg: "ES256", kid: "no-exp-test" };
     const server = createHttpServer((_req, res) => res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ keys: [jwk] })));
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}/jwks.json`;
+    url = `http://127.0.0.1:${await listenOn(server)}/jwks.json`;
     sign = (claims, exp) => {
       const jwt = new SignJWT(claims).setProtectedHeader({ alg: "ES256", kid: "no-exp-test" }).setIssuedAt();
       return (exp ? jwt.setExpirationTime(exp) : jwt).sign(privateKey);
@@ -549,7 +543,7 @@ describe("cluster modules", () => {
         await unavailable(k8s("throttled")(bearer("user.a")), /\(status 429\)$/);
         await unavailable(k8s("garbage")(bearer("user.a")), /not JSON/);
         await unavailable(k8s("hang", 200)(bearer("user.a")), /^Failed to connect to the cluster API: no answer within 0.2 s$/);
-        const closed = createAuthenticator(settings({ module: "k8s", k8s_cluster_api: `http://127.0.0.1:${await closedPort()}`, k8s_service_account_token: CLUSTER_SERVICE_TOKEN }));
+        const closed = createAuthenticator(settings({ module: "k8s", k8s_cluster_api: `http://127.0.0.1:${await freePort()}`, k8s_service_account_token: CLUSTER_SERVICE_TOKEN }));
         await unavailable(closed(bearer("user.a")), /^Failed to connect to the cluster API: /);
       });
     });
@@ -679,11 +673,3 @@ describe("cluster modules", () => {
   });
 });
 
-async function closedPort(): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}

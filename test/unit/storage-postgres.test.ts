@@ -1,55 +1,23 @@
 // The Store contract against the test Postgres (the server on 127.0.0.1:5432, else an embedded
 // PGlite: test/fakes/postgres.ts says which), reached the way a Worker reaches it: the Neon driver
 // over a WebSocket, through the local WebSocket-to-TCP relay. Nothing here is skipped.
-import { neonConfig } from "@neondatabase/serverless";
 import { getTableConfig as pgTableConfig, type PgTable } from "drizzle-orm/pg-core";
 import { getTableConfig as sqliteTableConfig, type SQLiteTable } from "drizzle-orm/sqlite-core";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import * as d1Schema from "../../worker/storage/schema-d1.ts";
 import * as postgresSchema from "../../worker/storage/schema-postgres.ts";
 import { openStore } from "../../worker/storage/open-store.ts";
-import type { PostgresSettings } from "../../worker/storage/store.ts";
-import {
-  applyPostgresMigrations,
-  createTestNamespace,
-  dropNamespace,
-  TEST_POSTGRES,
-  testPostgresSettings,
-} from "../fakes/postgres.ts";
-import { startWsRelay, type WsRelay } from "../fakes/ws-relay.ts";
+import { TEST_POSTGRES } from "../fakes/postgres.ts";
+import { postgresSchemaPerFile } from "./postgres-schema.ts";
 import { describeStoreContract } from "../store-contract.ts";
-
-// Node 22 has a global WebSocket; the driver needs one, so older runtimes get ws.
-if (typeof globalThis.WebSocket === "undefined") neonConfig.webSocketConstructor = WebSocket;
 
 // openStore takes the Worker env; with postgres settings the D1 binding is never touched.
 const NO_D1 = {} as { DB: D1Database };
 
-let relay: WsRelay;
-let namespace: string | undefined;
-let migrated: Promise<PostgresSettings> | undefined;
-
-beforeAll(async () => {
-  relay = await startWsRelay();
-});
-
-afterAll(async () => {
-  await relay?.close();
-  if (namespace) await dropNamespace(namespace);
-});
-
-// The namespace is made on first use rather than in beforeAll: a failing beforeAll only marks the
-// tests skipped, whereas this way an unreachable Postgres fails every test that needs it.
-function postgres(): Promise<PostgresSettings> {
-  migrated ??= (async () => {
-    namespace = await createTestNamespace();
-    await applyPostgresMigrations(namespace);
-    return testPostgresSettings(namespace, relay.url);
-  })();
-  return migrated;
-}
+const schema = postgresSchemaPerFile();
+const postgres = schema.settings;
 
 describeStoreContract("Postgres store (Neon driver through the WebSocket relay)", async () =>
   openStore(NO_D1, { postgres: await postgres() }),
@@ -113,7 +81,7 @@ describe("Postgres specifics", () => {
   });
 
   it("the relay refuses targets that are not loopback", async () => {
-    const ws = new WebSocket(`${relay.url}/v1?address=192.0.2.1:5432`);
+    const ws = new WebSocket(`${schema.relayUrl()}/v1?address=192.0.2.1:5432`);
     const code = await new Promise<number>((resolve) => ws.on("close", (closeCode) => resolve(closeCode)));
     expect(code).toBe(1008);
   });
