@@ -2,7 +2,8 @@
 // Responses events out, whichever wire the backend speaks. A JSON call yields the one terminal
 // event that carries the whole Response. Time-outs, interrupts and error mapping stay with the
 // caller (worker/turn/backend-call.ts), the same for both wires.
-import type { ResponseStreamEvent } from "openai/resources/responses/responses";
+import type { Stream } from "openai/core/streaming";
+import type { Response, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { asFinalEvent, startChatCompletion, type CallRequestOptions } from "./chat-call.ts";
 import type { ResponsesParams } from "./chat-request.ts";
 import { vectorStoreSearcher } from "./file-search.ts";
@@ -25,8 +26,31 @@ export async function callModel(
       fileSearch: stores ? vectorStoreSearcher(stores) : null,
     });
   }
-  if (!streaming) {
-    return asFinalEvent(await client.responses.create({ ...sent, stream: false }, request));
-  }
-  return client.responses.create({ ...sent, stream: true }, request);
+  // The SDK's own POST /responses (what responses.create sends), with the body already encoded.
+  const options = { ...request, body: responsesBody(sent, streaming), headers: { "content-type": "application/json" }, stream: streaming };
+  if (!streaming) return asFinalEvent(await client.post<Response>("/responses", options));
+  return client.post<Stream<ResponseStreamEvent>>("/responses", options);
+}
+
+/**
+ * Each input item's JSON text, kept as long as the item lives. A conversation's Durable Object
+ * keeps its history's items, and every turn sends all of them again: serialized once each, a
+ * turn's body costs the new items and one join, not the whole history's serialization.
+ */
+const itemJson = new WeakMap<object, string>();
+
+/** The request body of a Responses call: the parameters as JSON, input items from their kept text. */
+export function responsesBody(params: ResponsesParams, stream: boolean): string {
+  const { input, ...rest } = params;
+  if (!Array.isArray(input)) return JSON.stringify({ ...params, stream });
+  const items = input.map((item: object) => {
+    let text = itemJson.get(item);
+    if (text === undefined) {
+      text = JSON.stringify(item);
+      itemJson.set(item, text);
+    }
+    return text;
+  });
+  // `rest` always holds the model, so its JSON ends in `}` after at least one member.
+  return `${JSON.stringify({ ...rest, stream }).slice(0, -1)},"input":[${items.join(",")}]}`;
 }
