@@ -246,6 +246,17 @@ export type TurnEvent =
   | { type: "finished"; result: TurnResult };
 
 /**
+ * The backend events an endpoint shows its client, null for all of them. /v1/responses relays every
+ * event; the other streams show text deltas and tool calls (streaming_query's token, tool_call and
+ * tool_result events, A2A's status messages) and take everything else from the result, so the
+ * conversation's Durable Object sends them nothing else.
+ */
+export function shownEvents(endpoint: TurnEndpoint): ReadonlySet<ResponseStreamEvent["type"]> | null {
+  return endpoint === "/v1/responses" ? null : TEXT_AND_TOOL_EVENTS;
+}
+const TEXT_AND_TOOL_EVENTS: ReadonlySet<ResponseStreamEvent["type"]> = new Set(["response.output_text.delta", "response.output_item.added", "response.output_item.done"]);
+
+/**
  * The answer of the one call that runs a turn: an error that stopped it before it started (404,
  * 403, 413, 429, 503...), or its head with either the finished result (JSON answers) or its events
  * as NDJSON bytes (streams), the last of which is `finished`.

@@ -52,7 +52,7 @@ export const query = new Hono<AppEnv>();
 for (const prefix of ["/v1", "/v2", ""]) {
   query.post(`${prefix}/query`, guard(ACTIONS.query), turnBodyLimit(), async (c) => {
     const turn = await startTurn(c.env, await planQueryTurn(c, await readJson(c, QueryRequestSchema), false));
-    const result = await finished(turn.events);
+    const result = await finished(turn);
     if (result.status === "failed") throw result.error ? fromWire(result.error) : errors.internal();
     return c.json(queryResponse(turn.head.conversationId, result));
   });

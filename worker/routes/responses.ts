@@ -117,7 +117,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), turnBodyLimit(), async
   const inlineItem = inlineSearchItem(userText, turn.head.inlineChunks);
   const present = presenter(c, body, { head: turn.head, prompt, tools, inlineItem });
   if (!body.stream) {
-    const result = await finished(turn.events);
+    const result = await finished(turn);
     reportResult(result, turn.head.model);
     if (result.status === "failed" || !result.response) throw result.error ? fromWire(result.error) : errors.internal();
     return c.json(present(result.response, { quotas: result.availableQuotas }));

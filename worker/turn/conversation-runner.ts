@@ -4,7 +4,7 @@
 // arrive. Whatever a client can do right after an answer (continue, read the conversation,
 // interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
 import { ConversationDurableObject, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
-import type { StoredTurn, TurnEvent, TurnHead, TurnPlan, TurnResult, TurnStart, TurnStatus, WireError } from "../domain/conversation.ts";
+import { shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
 import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
@@ -313,7 +313,10 @@ export class ConversationDO extends ConversationDurableObject {
     };
     void (async () => {
       if (compacted) await send({ type: "compaction", conversationId: plan.conversationId });
-      const collected = await readAnswer(rt, plan, ready, answer, abort.signal, (event) => send({ type: "backend", event }));
+      const shown = shownEvents(plan.endpoint);
+      const collected = await readAnswer(rt, plan, ready, answer, abort.signal, async (event) => {
+        if (!shown || shown.has(event.type)) await send({ type: "backend", event });
+      });
       await send({ type: "finished", result: finish(collected) });
       await writer.close().catch(() => undefined);
     })();

@@ -24,7 +24,9 @@ export function fromWire(error: WireError): ApiError {
 export interface StartedTurn {
   head: TurnHead;
   /** The turn's events, ending with exactly one `finished` (a JSON answer has only that one). */
-  events: ReadableStream<TurnEvent>;
+  readonly events: ReadableStream<TurnEvent>;
+  /** A JSON answer's result, which the Durable Object returned with the call itself. */
+  result: TurnResult | null;
 }
 
 /**
@@ -45,21 +47,26 @@ export async function startTurn(env: Env, plan: TurnPlan): Promise<StartedTurn> 
     const result = start.result;
     return {
       head: start.head,
-      events: new ReadableStream<TurnEvent>({
-        start(controller) {
-          controller.enqueue({ type: "finished", result });
-          controller.close();
-        },
-      }),
+      result,
+      // Built only for a reader that wants the answer as events (finished() takes the result itself).
+      get events() {
+        return new ReadableStream<TurnEvent>({
+          start(controller) {
+            controller.enqueue({ type: "finished", result });
+            controller.close();
+          },
+        });
+      },
     };
   }
-  return { head: start.head, events: start.events.pipeThrough(new TextDecoderStream()).pipeThrough(ndjson<TurnEvent>()) };
+  return { head: start.head, result: null, events: start.events.pipeThrough(new TextDecoderStream()).pipeThrough(ndjson<TurnEvent>()) };
 }
 
-/** Reads a turn's events to the end and returns its result. */
-export async function finished(events: ReadableStream<TurnEvent>): Promise<TurnResult> {
+/** The turn's result: a JSON answer's at once, a stream's once its events have been read to the end. */
+export async function finished(turn: StartedTurn): Promise<TurnResult> {
+  if (turn.result) return turn.result;
   let result: TurnResult | null = null;
-  for await (const event of events) if (event.type === "finished") result = event.result;
+  for await (const event of turn.events) if (event.type === "finished") result = event.result;
   if (!result) throw errors.internal("the turn ended without a result");
   return result;
 }
