@@ -15,7 +15,7 @@
 //   with backoff (alarm) until it succeeds. Entries are idempotent, so a delivery that succeeded but
 //   was not acknowledged may simply run again. Snapshot entries with a key replace their
 //   predecessor (the conversation record is always written whole, latest state wins).
-// - Size: a SQLite value holds at most 2 MB, so a turn's data is stored in chunks.
+// - Size: a SQLite row holds at most 2 MB, so a large turn's data is stored in chunks.
 import { DurableObject } from "cloudflare:workers";
 import { turnHistory, utf8Bytes, type Item, type StoredTurn, type TurnStatus, type TurnSummary } from "../worker/domain/conversation.ts";
 import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest } from "../worker/domain/mcp.ts";
@@ -136,9 +136,9 @@ const SCHEMA = `
     attempts INTEGER NOT NULL DEFAULT 0,
     next_at INTEGER NOT NULL DEFAULT 0
   );`;
-// Schema versions: 1 kept each turn's JSON in its row (input, output, summary); 2 keeps it in
-// chunked blobs (those columns are '') and adds running turns and the outbox. Version 1 rows are
-// read as they are.
+// Schema versions: 1 kept each turn's JSON in its row (input, output, summary); 2 keeps it there
+// while the row can hold it and in chunked blobs when not (those columns are then ''), and adds
+// running turns and the outbox. Version 1 rows are read as they are.
 const SCHEMA_VERSION = "2";
 
 type TurnRow = Record<string, string | number | null>;
@@ -160,6 +160,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private wakeTimerAt: number | null = null;
   /** The alarm this object knows it has set (the safety net if it is evicted before its timer). */
   private alarmAt: number | null = null;
+  /** Whether the approvals table may hold rows (null: not known yet); a wake skips the sweep when it holds none. */
+  private mayHaveApprovals: boolean | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -361,9 +363,14 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   private insertTurn(turn: StoredTurn): void {
     const turns = this.turns();
+    // A turn's JSON stays in its row when the row can hold it (one table written), in blobs when not.
+    const input = JSON.stringify(turn.input);
+    const output = JSON.stringify(turn.output);
+    const summary = JSON.stringify(turn.summary);
+    const inline = input.length + output.length + summary.length <= CHUNK_UNITS;
     this.sql.exec(
       `INSERT INTO turns (turn_number, request_id, status, provider, model, response_id, started_at, completed_at, input, output, summary)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', '', '')`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       turn.turnNumber,
       turn.requestId,
       turn.status,
@@ -372,8 +379,9 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       turn.responseId,
       turn.startedAt,
       turn.completedAt,
+      ...(inline ? [input, output, summary] : ["", "", ""]),
     );
-    this.writeBlob(`turn:${turn.turnNumber}`, { input: turn.input, output: turn.output, summary: turn.summary });
+    if (!inline) this.writeBlob(`turn:${turn.turnNumber}`, `{"input":${input},"output":${output},"summary":${summary}}`);
     // Numbers only grow (seeds arrive in order before any turn), so appending keeps the order.
     turns.push(turn);
     const added = turnHistory(turn);
@@ -449,6 +457,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   private recordApprovals(turnRequestId: string, changes: ApprovalChanges): void {
     const now = Date.now();
+    if (changes.created.length > 0) this.mayHaveApprovals = true;
     for (const approval of changes.created) {
       this.sql.exec(
         "INSERT INTO approvals (id, user_id, turn_request_id, request, status, created_at, expires_at, retain_ms) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?)",
@@ -476,6 +485,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   /** Expires what has waited too long and removes what has been kept long enough. */
   private sweepApprovals(now = Date.now()): void {
+    if (this.mayHaveApprovals === false) return;
     this.sql.exec("UPDATE approvals SET status = 'expired', decided_at = expires_at, remove_at = expires_at + retain_ms WHERE status = 'pending' AND expires_at <= ?", now);
     this.sql.exec("DELETE FROM approvals WHERE remove_at IS NOT NULL AND remove_at <= ?", now);
     this.scheduleApprovalWake();
@@ -485,6 +495,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     const next = this.sql
       .exec<{ next: number | null }>("SELECT MIN(CASE WHEN status = 'pending' THEN expires_at ELSE remove_at END) AS next FROM approvals")
       .one().next;
+    this.mayHaveApprovals = next !== null;
     if (next !== null) this.wakeAt(next).catch((error: unknown) => log.error("conversation approvals: could not schedule their expiry", error));
   }
 
@@ -510,6 +521,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       this.sql.exec("DELETE FROM outbox WHERE key IS NOT NULL");
       this.sql.exec("DELETE FROM approvals");
     });
+    this.mayHaveApprovals = false;
     this.cachedOwner = null;
     this.cachedMeta = null;
     this.cachedTurns = [];
@@ -650,9 +662,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   // Chunked JSON values
   // -------------------------------------------------------------------------------------------
 
-  /** Stores a JSON value under a new key, in chunks. */
-  private writeBlob(key: string, value: unknown): void {
-    const text = JSON.stringify(value);
+  /** Stores a JSON text under a new key, in chunks. */
+  private writeBlob(key: string, text: string): void {
     let seq = 0;
     for (let start = 0; start < text.length; seq++) {
       let end = Math.min(text.length, start + CHUNK_UNITS);

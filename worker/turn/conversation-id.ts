@@ -22,9 +22,22 @@ export function randomHex(bytes: number): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/**
+ * Conversation ids derived lately, by locator: every turn checks its conversation's id, and a
+ * lookup costs less than a hash. Plain strings, bounded (emptied when full).
+ */
+const derived = new Map<string, string>();
+const DERIVED_MAX = 4096;
+
 /** The conversation id a locator stands for. */
 function fromLocator(locator: string): string {
-  return locator + createHash("sha256").update(locator).digest("hex").slice(0, 48 - LOCATOR_HEX);
+  let id = derived.get(locator);
+  if (id === undefined) {
+    id = locator + createHash("sha256").update(locator).digest("hex").slice(0, 48 - LOCATOR_HEX);
+    if (derived.size >= DERIVED_MAX) derived.clear();
+    derived.set(locator, id);
+  }
+  return id;
 }
 
 export function newConversationId(): string {
