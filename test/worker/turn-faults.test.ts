@@ -1,5 +1,6 @@
 // A turn under faults, through the Worker: a backend that stalls, an answer that runs longer than
 // the time-out, quotas under concurrency, and questions larger than the model or the storage take.
+import { abortAllDurableObjects } from "cloudflare:test";
 import { describe, expect, inject, it } from "vitest";
 import { call, callJson, eventually, readSse, testConfig } from "./helpers.ts";
 
@@ -140,5 +141,37 @@ describe("questions larger than the model or the storage take", () => {
       const list = await callJson<{ conversations: Array<Json> }>("/v1/conversations", { user: "size" });
       expect(list.body.conversations.find((conversation) => conversation.conversation_id === id)).toMatchObject({ message_count: 2 });
     });
+  });
+});
+
+describe("a conversation's Durable Object that restarts mid-turn", () => {
+  it("records the running turn as incomplete, and the conversation goes on", { timeout: 20_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the restart" }, user: "restart" });
+    const id = first.body.conversation_id;
+    const question = "one two three four five six seven eight #slow=500";
+    const stream = await call("/v1/streaming_query", { json: { query: question, conversation_id: id }, user: "restart" });
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let seen = "";
+    while (!seen.includes('"event":"token"')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the stream ended before its first token: ${seen}`);
+      seen += value;
+    }
+    // Every object's memory is gone (as after an eviction or a crash); storage stays.
+    await abortAllDurableObjects();
+    // The stream is cut (its client saw part of an answer); whatever it still delivers ends it.
+    for (;;) {
+      const next = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+      if (next.done) break;
+    }
+
+    const after = await callJson<{ response: string }>("/v1/query", { json: { query: "after the restart", conversation_id: id }, user: "restart" });
+    expect(after.status).toBe(200);
+    // The restarted turn's question is part of the history the model sees.
+    expect(after.body.response).toBe("[user_turns=3] You said: after the restart");
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string; type: string }> }> }>(`/v1/conversations/${id}`, { user: "restart" });
+    expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["before the restart", question, "after the restart"]);
+    // Recorded without an answer: the partial text was lost with the object's memory.
+    expect(detail.body.chat_history[1]!.messages.slice(1).map((message) => message.content).join("")).toBe("");
   });
 });
