@@ -13,8 +13,9 @@
 // - The outbox: work after a turn that must happen but not on the client's wait path (the record
 //   store, quota settlement, transcripts) is stored with the turn and delivered from here, retried
 //   with backoff (alarm) until it succeeds. Entries are idempotent, so a delivery that succeeded but
-//   was not acknowledged may simply run again. Snapshot entries with a key replace their
-//   predecessor (the conversation record is always written whole, latest state wins).
+//   was not acknowledged may simply run again. Snapshot entries (with a key: the conversation's
+//   record, written whole) say what to deliver, not its content: the subclass reads the state as it
+//   is at delivery, so while one waits, later changes need no new entry (latest state wins).
 // - Size: a SQLite row holds at most 2 MB, so a large turn's data is stored in chunks.
 import { DurableObject } from "cloudflare:workers";
 import { turnHistory, utf8Bytes, type Item, type StoredTurn, type TurnStatus, type TurnSummary } from "../worker/domain/conversation.ts";
@@ -25,7 +26,10 @@ import { log } from "../worker/log.ts";
 export interface OutboxEntry {
   kind: string;
   payload: unknown;
-  /** Entries with the same key replace one another while undelivered (snapshots). */
+  /**
+   * A snapshot: delivered with the state at delivery time, so one entry per key waits at a time
+   * and entries with the same key stand for one another while undelivered.
+   */
   key?: string;
 }
 
@@ -160,6 +164,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private wakeTimerAt: number | null = null;
   /** The alarm this object knows it has set (the safety net if it is evicted before its timer). */
   private alarmAt: number | null = null;
+  /** Keys of snapshots waiting in the outbox (known to this instance): asking for one again writes nothing. */
+  private readonly waitingSnapshots = new Set<string>();
   /** Whether the approvals table may hold rows (null: not known yet); a wake skips the sweep when it holds none. */
   private mayHaveApprovals: boolean | null = null;
 
@@ -521,6 +527,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       this.sql.exec("DELETE FROM outbox WHERE key IS NOT NULL");
       this.sql.exec("DELETE FROM approvals");
     });
+    this.waitingSnapshots.clear();
     this.mayHaveApprovals = false;
     this.cachedOwner = null;
     this.cachedMeta = null;
@@ -560,10 +567,12 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   private addToOutbox(entries: OutboxEntry[], now = false): void {
     for (const entry of entries) {
+      // One waiting snapshot covers every later change (it is read at delivery), unless it is wanted sooner.
+      if (entry.key && !now && this.waitingSnapshots.has(entry.key)) continue;
       const payload = JSON.stringify(entry.payload);
       if (entry.key) {
-        // A newer snapshot takes the place of the waiting one, keeping its delivery time (so that a
-        // busy conversation's record is not put off forever) unless it is wanted sooner.
+        // Its delivery time stays (so that a busy conversation's record is not put off forever)
+        // unless it is wanted sooner.
         this.sql.exec(
           "INSERT INTO outbox (key, kind, payload, next_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, kind = excluded.kind, next_at = MIN(outbox.next_at, excluded.next_at)",
           entry.key,
@@ -571,6 +580,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
           payload,
           now ? 0 : Date.now() + SNAPSHOT_DELAY_MS,
         );
+        this.waitingSnapshots.add(entry.key);
       } else {
         this.sql.exec("INSERT INTO outbox (kind, payload) VALUES (?, ?)", entry.kind, payload);
       }
@@ -608,6 +618,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         rows.splice(0, rows.length, ...rows.filter((row) => !row.key));
         if (rows.length === 0) continue;
       }
+      // From here a change asks for its snapshot again: this delivery may read the state before it.
+      for (const row of rows) if (row.key) this.waitingSnapshots.delete(row.key);
       const entries = rows.map((row) => ({ kind: row.kind, payload: JSON.parse(row.payload) as unknown, ...(row.key ? { key: row.key } : {}) }));
       try {
         await this.deliver(entries);
@@ -616,10 +628,12 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         const delay = Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** (attempts - 1));
         log.error(`conversation outbox: delivery failed (attempt ${attempts}), retrying in ${delay / 1000} s`, error);
         for (const row of rows) this.sql.exec("UPDATE outbox SET attempts = ?, next_at = ? WHERE id = ?", attempts, Date.now() + delay, row.id);
+        // Still waiting (for their retry), so later changes need no entry of their own.
+        for (const row of rows) if (row.key) this.waitingSnapshots.add(row.key);
         break;
       }
-      // A snapshot replaced while it was being delivered is still due (its payload is newer).
-      for (const row of rows) this.sql.exec("DELETE FROM outbox WHERE id = ? AND payload = ?", row.id, row.payload);
+      // A snapshot asked for again while it was being delivered stays due.
+      for (const row of rows) if (!row.key || !this.waitingSnapshots.has(row.key)) this.sql.exec("DELETE FROM outbox WHERE id = ?", row.id);
     }
     const next = this.sql.exec<{ next: number | null }>("SELECT MIN(next_at) AS next FROM outbox").one().next;
     if (next !== null) await this.wakeAt(next);

@@ -23,12 +23,16 @@ import { generateTopicSummary } from "./topic-summary.ts";
 export const INTERRUPTED = "interrupted";
 
 type Entry =
-  | { kind: "record"; payload: ConversationRecord; key: "record" }
+  /** The conversation's record, as it is when delivered (earlier releases stored the record itself). */
+  | { kind: "record"; payload: { conversationId: string } | ConversationRecord; key: "record" }
   | { kind: "tokens"; payload: { turnKey: string; userId: string; provider: string; model: string; inputTokens: number; outputTokens: number } }
   | { kind: "quota-settle"; payload: { counters: QuotaCounter[]; reservationId: string; tokens: number } }
   | { kind: "quota-register"; payload: { limiter: string; subject: string; nextResetAt: number } }
   | { kind: "transcript"; payload: TranscriptInput }
   | { kind: "stream-unregister"; payload: { requestId: string } };
+
+/** The outbox entry that brings the conversation's record in the record store up to date. */
+const recordSnapshot = (conversationId: string): OutboxEntry => ({ kind: "record", payload: { conversationId }, key: "record" });
 
 const wire = (error: ApiError): WireError => ({ status: error.status, response: error.response, cause: error.cause, headers: error.headers });
 const refuse = (error: ApiError): TurnStart => ({ ok: false, error: wire(error) });
@@ -84,7 +88,7 @@ export class ConversationDO extends ConversationDurableObject {
     const access = this.access(userId, mayUpdateOthers);
     if (access !== "ok") return access;
     this.setMeta("topic_summary", summary);
-    await this.enqueueNow([this.recordEntry(conversationId)]);
+    await this.enqueueNow([recordSnapshot(conversationId)]);
     return "ok";
   }
 
@@ -265,7 +269,7 @@ export class ConversationDO extends ConversationDurableObject {
         // A failed turn leaves the approvals it answered usable, for the client to send again.
         const answered = status === "failed" ? [] : plan.approvals;
         if (this.commitTurn({ ...outcome.turn, requestId, startedAt }, entries as OutboxEntry[], { created: gated, answered })) {
-          this.enqueue([this.recordEntry(plan.conversationId)]);
+          this.enqueue([recordSnapshot(plan.conversationId)]);
         }
       } catch (error) {
         // An answer whose turn could not be saved is not reported as a success.
@@ -334,14 +338,14 @@ export class ConversationDO extends ConversationDurableObject {
     const summary = await topic;
     if (!summary || this.owner() === null || this.meta("topic_summary")) return;
     this.setMeta("topic_summary", summary);
-    this.enqueue([this.recordEntry(conversationId)]);
+    this.enqueue([recordSnapshot(conversationId)]);
   }
 
   /** The conversation's record as the list views show it, written whole (latest state wins). */
-  private recordEntry(conversationId: string): OutboxEntry {
+  private record(conversationId: string): ConversationRecord {
     const turns = this.turns().filter((turn) => turn.status !== "failed");
     const last = turns.at(-1);
-    const record: ConversationRecord = {
+    return {
       id: conversationId,
       userId: this.owner() ?? "",
       lastUsedModel: last?.model ?? "",
@@ -352,7 +356,6 @@ export class ConversationDO extends ConversationDurableObject {
       topicSummary: this.meta("topic_summary"),
       lastResponseId: turns.findLast((turn) => turn.responseId !== null)?.responseId ?? null,
     };
-    return { kind: "record", payload: record, key: "record" };
   }
 
   /** Streams of conversations created by earlier releases are found through the record store. */
@@ -376,7 +379,7 @@ export class ConversationDO extends ConversationDurableObject {
         current = entry.kind;
         switch (entry.kind) {
           case "record":
-            await store.conversations.upsertSnapshot(entry.payload);
+            await store.conversations.upsertSnapshot(this.record("conversationId" in entry.payload ? entry.payload.conversationId : entry.payload.id));
             break;
           case "tokens":
             await store.tokenUsage.addOnce(entry.payload);
