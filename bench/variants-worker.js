@@ -32,6 +32,7 @@ export class VariantDO extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS turns (n INTEGER PRIMARY KEY, body TEXT NOT NULL)");
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS running (n INTEGER PRIMARY KEY, question TEXT NOT NULL)");
   }
 
   /** @param {boolean} withControl */
@@ -46,13 +47,22 @@ export class VariantDO extends DurableObject {
 
   /**
    * The new turn's minimum: the Durable Object makes the backend call itself and records the turn,
-   * in the one RPC the Worker makes.
-   * @param {string} question
+   * in the one RPC the Worker makes. `marked`: a running marker is stored before the call and
+   * removed with the turn's commit (what a restart mid-turn needs), so the turn commits twice.
+   * `viaSdk`: the call is made with the openai SDK, as the gateway makes it.
+   * @param {string} question @param {boolean} marked @param {boolean} viaSdk
    */
-  async turn(question) {
+  async turn(question, marked = false, viaSdk = false) {
     const { next } = await this.begin(false);
-    const body = await (await backend(this.env, question, false)).text();
-    this.ctx.storage.sql.exec("INSERT OR REPLACE INTO turns (n, body) VALUES (?, ?)", next, body);
+    const sql = this.ctx.storage.sql;
+    if (marked) sql.exec("INSERT OR REPLACE INTO running (n, question) VALUES (?, ?)", next, question);
+    const body = viaSdk
+      ? JSON.stringify(await sdk(this.env).responses.create({ model: MODEL, input: question }))
+      : await (await backend(this.env, question, false)).text();
+    this.ctx.storage.transactionSync(() => {
+      if (marked) sql.exec("DELETE FROM running WHERE n = ?", next);
+      sql.exec("INSERT OR REPLACE INTO turns (n, body) VALUES (?, ?)", next, body);
+    });
     return body;
   }
 
@@ -224,6 +234,14 @@ const VARIANTS = {
   // is fed after the answer, off this path).
   "do-turn-minimum": async (env, question, id) =>
     new Response(await env.TURNS.getByName(id).turn(question), { headers: { "content-type": "application/json" } }),
+
+  // The same with a running marker committed before the backend call (a restart records the turn).
+  "do-turn-marked": async (env, question, id) =>
+    new Response(await env.TURNS.getByName(id).turn(question, true), { headers: { "content-type": "application/json" } }),
+
+  // The same with the call made through the openai SDK: the current design's whole minimum.
+  "do-turn-marked-sdk": async (env, question, id) =>
+    new Response(await env.TURNS.getByName(id).turn(question, true, true), { headers: { "content-type": "application/json" } }),
 };
 
 export default {
