@@ -31,7 +31,15 @@ export async function startModelCall(
   const call = new AbortController();
   const stop = () => call.abort(signal.reason);
   signal.addEventListener("abort", stop);
-  let timer = setTimeout(() => call.abort(timedOut()), timeoutMs);
+  // One timer at a time, not one per event: when it fires it stops the call if nothing came for the
+  // whole time-out, and otherwise waits out the rest of it from the latest event.
+  let lastEventAt = Date.now();
+  const expire = () => {
+    const quiet = Date.now() - lastEventAt;
+    if (quiet >= timeoutMs) call.abort(timedOut());
+    else timer = setTimeout(expire, timeoutMs - quiet);
+  };
+  let timer = setTimeout(expire, timeoutMs);
   const done = () => {
     clearTimeout(timer);
     signal.removeEventListener("abort", stop);
@@ -54,8 +62,7 @@ export async function startModelCall(
     return (async function* events() {
       try {
         for await (const event of stream) {
-          clearTimeout(timer);
-          timer = setTimeout(() => call.abort(timedOut()), timeoutMs);
+          lastEventAt = Date.now();
           yield event;
         }
         // The SDK ends an aborted stream quietly: a time-out must still be reported as one.

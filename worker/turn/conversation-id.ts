@@ -17,9 +17,13 @@ const LOCATOR_HEX = 20;
 const RESPONSE_ID = /^resp_([0-9a-f]{48})[0-9a-f]{16}$/;
 const UUID_V8 = /^([0-9a-f]{8})-([0-9a-f]{4})-8([0-9a-f]{3})-[89ab]([0-9a-f]{3})-([0-9a-f]{2})[0-9a-f]{10}$/;
 
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
+
 /** `bytes` random bytes as lowercase hex: the body of every id the gateway makes up. */
 export function randomHex(bytes: number): string {
-  return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
+  let hex = "";
+  for (const byte of crypto.getRandomValues(new Uint8Array(bytes))) hex += HEX[byte];
+  return hex;
 }
 
 /**
