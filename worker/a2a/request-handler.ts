@@ -148,7 +148,7 @@ export class GatewayRequestHandler implements A2ARequestHandler {
   private async *follow(stub: A2AContextApi, taskId: string): AsyncGenerator<A2AEvent, void, undefined> {
     const stream = await stub.subscribe(taskId);
     if (!stream) throw A2AError.taskNotFound(taskId);
-    for await (const event of stream.pipeThrough(new TextDecoderStream()).pipeThrough(ndjson<A2AEvent>())) yield event;
+    for await (const event of stream.pipeThrough(ndjson<A2AEvent>())) yield event;
   }
 
   /**

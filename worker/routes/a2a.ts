@@ -70,7 +70,7 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
     waitUntil: (promise) => c.executionCtx.waitUntil(promise),
   });
   const result = await new JsonRpcTransportHandler(handler).handle(body);
-  if (Symbol.asyncIterator in result) return sse(await eventStream(result, id));
+  if (Symbol.asyncIterator in result) return sse((await eventStream(result, id)).pipeThrough(new TextEncoderStream()));
   return c.json(result);
 });
 

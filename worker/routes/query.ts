@@ -15,7 +15,7 @@ import { planTurn } from "../turn/plan.ts";
 import { toolCall, toolResult } from "../turn/summaries.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
-import { conversationStub, finished, fromWire, startTurn } from "../turn/turn-client.ts";
+import { conversationStub, finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 import { planContext, sse, textStream, turnBodyLimit } from "./streams.ts";
 
@@ -61,9 +61,9 @@ for (const prefix of ["/v1", "/v2", ""]) {
     const body = await readJson(c, QueryRequestSchema);
     const turn = await startTurn(c.env, await planQueryTurn(c, body, true));
     if (body.media_type === "text/plain") {
-      return textStream(turn.events.pipeThrough(plainTextStream()));
+      return textStream(presented(turn, plainText()));
     }
-    return sse(turn.events.pipeThrough(queryEventStream(turn.head)));
+    return sse(presented(turn, queryEvents(turn.head)));
   });
 }
 
@@ -126,13 +126,13 @@ function queryResponse(conversationId: string, result: TurnResult) {
 }
 
 /** REFERENCE's streaming_query events: `data: {"event", "data"}` lines, no `event:` line. */
-function queryEventStream(turn: TurnHead): TransformStream<TurnEvent, string> {
+function queryEvents(turn: TurnHead): Transformer<TurnEvent, string> {
   let tokenId = 0;
   let ended = false;
   const line = (event: string, data: unknown, extra: Record<string, unknown> = {}) =>
     `data: ${JSON.stringify({ event, data, ...extra })}\n\n`;
   const error = (failure: WireError) => line("error", { status_code: failure.status, response: failure.response, cause: failure.cause });
-  return new TransformStream<TurnEvent, string>({
+  return {
     start(controller) {
       // The turn is running in its conversation's Durable Object by now, so an interrupt sent as
       // soon as the client reads the request id finds it.
@@ -180,17 +180,17 @@ function queryEventStream(turn: TurnHead): TransformStream<TurnEvent, string> {
     flush(controller) {
       if (!ended) controller.enqueue(error(errors.internal("the answer ended early")));
     },
-  });
+  };
 }
 
 /** `media_type: text/plain`: the answer text itself, as it is generated. */
-function plainTextStream(): TransformStream<TurnEvent, string> {
-  return new TransformStream<TurnEvent, string>({
+function plainText(): Transformer<TurnEvent, string> {
+  return {
     transform(event, controller) {
       if (event.type === "backend" && event.event.type === "response.output_text.delta") controller.enqueue(event.event.delta);
       if (event.type === "finished" && event.result.status === "failed") {
         controller.enqueue(`\n\n[error: ${event.result.error?.response ?? "Internal server error"}]`);
       }
     },
-  });
+  };
 }

@@ -19,7 +19,7 @@ import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
 import { backendTools, presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
-import { finished, fromWire, startTurn } from "../turn/turn-client.ts";
+import { finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 import { responseError, responseObject, shownTool, type ResponseObject, type ShownFields } from "./response-object.ts";
 import { planContext, sendTelemetry, sse, turnBodyLimit } from "./streams.ts";
@@ -122,7 +122,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), turnBodyLimit(), async
     if (result.status === "failed" || !result.response) throw result.error ? fromWire(result.error) : errors.internal();
     return c.json(present(result.response, { quotas: result.availableQuotas }));
   }
-  return sse(turn.events.pipeThrough(responsesEventStream(present, tools.serverMcpLabels, inlineItem, (result) => reportResult(result, turn.head.model))));
+  return sse(presented(turn, responsesEvents(present, tools.serverMcpLabels, inlineItem, (result) => reportResult(result, turn.head.model))));
 });
 
 async function storedPrompt(store: Store, reference: NonNullable<ResponsesRequest["prompt"]>): Promise<RenderedPrompt> {
@@ -227,12 +227,12 @@ function inlineSearchItem(question: string, chunks: RagChunk[]): Item | null {
  * left after this answer and a client that saw it finds the turn stored. Events are renumbered:
  * hidden and added ones must not leave holes in sequence numbers or output indexes.
  */
-function responsesEventStream(
+function responsesEvents(
   present: Presenter,
   serverMcpLabels: Set<string>,
   inlineItem: Item | null,
   onFinished: (result: TurnResult) => void,
-): TransformStream<TurnEvent, string> {
+): Transformer<TurnEvent, string> {
   const hiddenItems = new Set<string>();
   const hiddenIndexes: number[] = [];
   const shift = inlineItem ? 1 : 0;
@@ -267,7 +267,7 @@ function responsesEventStream(
     controller.enqueue(frame({ type: "response.output_item.done", output_index: 0, item: inlineItem }));
   };
 
-  return new TransformStream<TurnEvent, string>({
+  return {
     transform(event, controller) {
       if (event.type === "finished") {
         onFinished(event.result);
@@ -320,7 +320,7 @@ function responsesEventStream(
       endWithFailure(controller, null, {});
       controller.enqueue("data: [DONE]\n\n");
     },
-  });
+  };
 }
 
 /** A server MCP item a stream does not show (SPEC rule 5). */

@@ -68,12 +68,12 @@ export function sendTelemetry(c: Context<AppEnv>, event: (config: Config) => Spl
   c.executionCtx.waitUntil(sendSplunkEvent(rt, event(rt.config)));
 }
 
-export function sse(body: ReadableStream<string>): Response {
-  return new Response(body.pipeThrough(new TextEncoderStream()), {
+export function sse(body: ReadableStream<Uint8Array>): Response {
+  return new Response(body, {
     headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive" },
   });
 }
 
-export function textStream(body: ReadableStream<string>): Response {
-  return new Response(body.pipeThrough(new TextEncoderStream()), { headers: { "Content-Type": "text/plain; charset=utf-8" } });
+export function textStream(body: ReadableStream<Uint8Array>): Response {
+  return new Response(body, { headers: { "Content-Type": "text/plain; charset=utf-8" } });
 }

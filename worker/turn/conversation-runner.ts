@@ -48,6 +48,50 @@ function runtimeEnv(env: Env, configText: string | null): Env {
   return configText === (env.PARLEY_CONFIG ?? null) ? env : { ...env, PARLEY_CONFIG: configText ?? undefined };
 }
 
+/** Lines waiting for the reader beyond this many UTF-16 units hold the turn back (backpressure). */
+const MAX_QUEUED_UNITS = 64 * 1024;
+
+/**
+ * A turn's events as NDJSON over one stream. A line goes out at once when nothing is on its way;
+ * lines that come while a write waits for the reader (a backend chunk's events parsed together)
+ * go out together in the next write, so a stream costs a write per chunk the reader takes, not
+ * one per event. `gone` is called once when the reader has gone away.
+ */
+function lineChannel(gone: () => void) {
+  const channel = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = channel.writable.getWriter();
+  const encoder = new TextEncoder();
+  let queued = "";
+  let readerGone = false;
+  let writing: Promise<void> | null = null;
+  const drain = async () => {
+    while (queued && !readerGone) {
+      const text = queued;
+      queued = "";
+      try {
+        await writer.write(encoder.encode(text));
+      } catch {
+        readerGone = true;
+        gone();
+      }
+    }
+    writing = null;
+  };
+  return {
+    readable: channel.readable,
+    send(line: TurnEvent): Promise<void> | undefined {
+      if (readerGone) return undefined;
+      queued += `${JSON.stringify(line)}\n`;
+      writing ??= drain();
+      return queued.length > MAX_QUEUED_UNITS ? writing : undefined;
+    },
+    async close(): Promise<void> {
+      await writing;
+      await writer.close().catch(() => undefined);
+    },
+  };
+}
+
 export class ConversationDO extends ConversationDurableObject {
   /** The configuration of the latest turn, which the outbox delivers with (the Worker's own after a restart). */
   private configText: string | null = null;
@@ -302,29 +346,17 @@ export class ConversationDO extends ConversationDurableObject {
 
     // A stream: its events go back as NDJSON lines while the turn runs, `finished` last. A reader
     // that has gone (the client disconnected) stops the backend call; the turn is then incomplete.
-    const channel = new TransformStream<Uint8Array, Uint8Array>();
-    const writer = channel.writable.getWriter();
-    const encoder = new TextEncoder();
-    let readerGone = false;
-    const send = async (line: TurnEvent) => {
-      if (readerGone) return;
-      try {
-        await writer.write(encoder.encode(`${JSON.stringify(line)}\n`));
-      } catch {
-        readerGone = true;
-        abort.abort("client disconnected");
-      }
-    };
+    const lines = lineChannel(() => abort.abort("client disconnected"));
     void (async () => {
-      if (compacted) await send({ type: "compaction", conversationId: plan.conversationId });
+      if (compacted) await lines.send({ type: "compaction", conversationId: plan.conversationId });
       const shown = shownEvents(plan.endpoint);
       const collected = await readAnswer(rt, plan, ready, answer, abort.signal, async (event) => {
-        if (!shown || shown.has(event.type)) await send({ type: "backend", event });
+        if (!shown || shown.has(event.type)) await lines.send({ type: "backend", event });
       });
-      await send({ type: "finished", result: finish(collected) });
-      await writer.close().catch(() => undefined);
+      await lines.send({ type: "finished", result: finish(collected) });
+      await lines.close();
     })();
-    return { ok: true, head, events: channel.readable };
+    return { ok: true, head, events: lines.readable };
   }
 
   /** The conversation's summary (compaction), if it has one. */

@@ -23,7 +23,9 @@ export function fromWire(error: WireError): ApiError {
 
 export interface StartedTurn {
   head: TurnHead;
-  /** The turn's events, ending with exactly one `finished` (a JSON answer has only that one). */
+  /** The turn's events as NDJSON, ending with exactly one `finished` (a JSON answer has only that one). */
+  readonly lines: ReadableStream<Uint8Array>;
+  /** The same events, parsed. */
   readonly events: ReadableStream<TurnEvent>;
   /** A JSON answer's result, which the Durable Object returned with the call itself. */
   result: TurnResult | null;
@@ -43,23 +45,20 @@ export async function startTurn(env: Env, plan: TurnPlan): Promise<StartedTurn> 
     throw errors.backendUnavailable("The conversation could not be reached; try again.");
   }
   if (!start.ok) throw fromWire(start.error);
-  if ("result" in start) {
-    const result = start.result;
-    return {
-      head: start.head,
-      result,
-      // Built only for a reader that wants the answer as events (finished() takes the result itself).
-      get events() {
-        return new ReadableStream<TurnEvent>({
-          start(controller) {
-            controller.enqueue({ type: "finished", result });
-            controller.close();
-          },
-        });
-      },
-    };
-  }
-  return { head: start.head, result: null, events: start.events.pipeThrough(new TextDecoderStream()).pipeThrough(ndjson<TurnEvent>()) };
+  const result = "result" in start ? start.result : null;
+  const stream = "events" in start ? start.events : null;
+  // A JSON answer's are built only for a reader that wants it as events (finished() takes the result itself).
+  const lines = () => stream ?? new Blob([`${JSON.stringify({ type: "finished", result: result! } satisfies TurnEvent)}\n`]).stream();
+  return {
+    head: start.head,
+    result,
+    get lines() {
+      return lines();
+    },
+    get events() {
+      return lines().pipeThrough(ndjson<TurnEvent>());
+    },
+  };
 }
 
 /** The turn's result: a JSON answer's at once, a stream's once its events have been read to the end. */
@@ -71,21 +70,71 @@ export async function finished(turn: StartedTurn): Promise<TurnResult> {
   return result;
 }
 
-/** Parses newline-delimited JSON text into values. */
-export function ndjson<T>(): TransformStream<string, T> {
-  let buffer = "";
-  return new TransformStream<string, T>({
-    transform(chunk, controller) {
-      buffer += chunk;
-      let end: number;
-      while ((end = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, end);
-        buffer = buffer.slice(end + 1);
-        if (line) controller.enqueue(JSON.parse(line) as T);
-      }
+/**
+ * A streamed answer's body: the turn's events, each presented as text by `presenter` (the
+ * transformer of a TransformStream from events to text) and encoded, in one stream stage. Events
+ * that arrive together go to the client as one chunk.
+ */
+export function presented(turn: StartedTurn, presenter: Transformer<TurnEvent, string>): ReadableStream<Uint8Array> {
+  const parse = ndjsonParser<TurnEvent>();
+  const encoder = new TextEncoder();
+  let text = "";
+  let out!: TransformStreamDefaultController<Uint8Array>;
+  const collector: TransformStreamDefaultController<string> = {
+    get desiredSize() {
+      return out.desiredSize;
     },
-    flush(controller) {
-      if (buffer) controller.enqueue(JSON.parse(buffer) as T);
-    },
+    enqueue: (chunk) => void (text += chunk ?? ""),
+    error: (reason) => out.error(reason),
+    terminate: () => out.terminate(),
+  };
+  const present = async (events: TurnEvent[]) => {
+    for (const event of events) await presenter.transform?.(event, collector);
+  };
+  const send = () => {
+    if (text) out.enqueue(encoder.encode(text));
+    text = "";
+  };
+  return turn.lines.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      async start(controller) {
+        out = controller;
+        await presenter.start?.(collector);
+        send();
+      },
+      async transform(chunk) {
+        await present(parse(chunk));
+        send();
+      },
+      async flush() {
+        await present(parse(null));
+        await presenter.flush?.(collector);
+        send();
+      },
+    }),
+  );
+}
+
+/** Parses newline-delimited JSON (UTF-8) into values. */
+export function ndjson<T>(): TransformStream<Uint8Array, T> {
+  const parse = ndjsonParser<T>();
+  const enqueue = (values: T[], controller: TransformStreamDefaultController<T>) => {
+    for (const value of values) controller.enqueue(value);
+  };
+  return new TransformStream<Uint8Array, T>({
+    transform: (chunk, controller) => enqueue(parse(chunk), controller),
+    flush: (controller) => enqueue(parse(null), controller),
   });
+}
+
+/** The values each chunk of newline-delimited JSON completes; `null` ends the input. */
+function ndjsonParser<T>(): (chunk: Uint8Array | null) => T[] {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  return (chunk) => {
+    buffer += chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode();
+    const lines = buffer.split("\n");
+    buffer = chunk ? lines.pop()! : "";
+    return lines.filter((line) => line !== "").map((line) => JSON.parse(line) as T);
+  };
 }
