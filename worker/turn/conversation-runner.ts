@@ -58,7 +58,7 @@ const MAX_QUEUED_UNITS = 64 * 1024;
  * one per event. `gone` is called once when the reader has gone away.
  */
 function lineChannel(gone: () => void) {
-  const channel = new TransformStream<Uint8Array, Uint8Array>();
+  const channel = new IdentityTransformStream();
   const writer = channel.writable.getWriter();
   const encoder = new TextEncoder();
   let queued = "";
