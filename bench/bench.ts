@@ -3,6 +3,7 @@
 // smoke test (test/unit/bench-smoke.test.ts, a tiny configuration) call.
 import { arch, availableParallelism, cpus, loadavg, platform, release, totalmem } from "node:os";
 import { join } from "node:path";
+import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { percentile, postJson, runLoad, streamSample, type LoadResult, type StreamSample } from "./load.ts";
 import { stopAll, waitForOk } from "./processes.ts";
@@ -25,8 +26,17 @@ import {
   type Target,
 } from "./targets.ts";
 
-export type Mode = "miniflare" | "wrangler-dev";
-export const MODES: readonly Mode[] = ["miniflare", "wrangler-dev"];
+/**
+ * miniflare: Miniflare as it is by default, its Durable Objects', D1's and R2's SQLite files on disk
+ * (every commit written through with fsync). miniflare-tmpfs: the same with those files on tmpfs
+ * (/dev/shm), so that a commit costs SQLite's work but not this machine's disk: on Cloudflare a
+ * Durable Object's commit is confirmed by replication, not by a local fsync, and neither costs the
+ * object's thread what a local fsync does here.
+ */
+export type Mode = "miniflare" | "miniflare-tmpfs" | "wrangler-dev";
+export const MODES: readonly Mode[] = ["miniflare", "miniflare-tmpfs", "wrangler-dev"];
+/** Where miniflare-tmpfs keeps the gateway's state. */
+const TMPFS = "/dev/shm";
 
 export interface BenchOptions {
   modes: Mode[];
@@ -51,7 +61,7 @@ export interface BenchOptions {
 }
 
 export const DEFAULT_OPTIONS: BenchOptions = {
-  modes: ["miniflare", "wrangler-dev"],
+  modes: ["miniflare", "miniflare-tmpfs", "wrangler-dev"],
   concurrency: [1, 10, 50],
   turnsPerConnection: 100,
   maxSecondsPerRun: 120,
@@ -169,9 +179,9 @@ export async function runBench(partial: Partial<BenchOptions> = {}): Promise<Ben
     for (const mode of options.modes) {
       log(`== ${mode}`);
       const targets =
-        mode === "miniflare"
-          ? await miniflareTargets(options, report.startup, gatewayBundle, floorBundle, vars)
-          : await devTargets(options, report.startup, backend.apiUrl);
+        mode === "wrangler-dev"
+          ? await devTargets(options, report.startup, backend.apiUrl)
+          : await miniflareTargets(mode, options, report.startup, gatewayBundle, floorBundle, vars);
       log(`gateway ${targets.gateway.url}, floor ${targets.floor.url}`);
       await warmUp(targets, options.warmupRequests);
       for (const connections of options.concurrency) {
@@ -213,6 +223,7 @@ export async function runBench(partial: Partial<BenchOptions> = {}): Promise<Ben
   } finally {
     await stopAll();
     await rm(stateDir(options), { recursive: true, force: true });
+    await rm(tmpfsStateDir(), { recursive: true, force: true });
   }
 }
 
@@ -244,23 +255,35 @@ function checkLoad(problems: string[], what: string, result: LoadResult, expecte
 // Targets. The start-up samples start the targets from scratch; the last one stays up for the runs.
 
 async function miniflareTargets(
+  mode: Exclude<Mode, "wrangler-dev">,
   options: BenchOptions,
   startup: StartupRow[],
   gatewayBundle: Bundle,
   floorBundle: Bundle,
   vars: { gateway: Record<string, string>; floor: Record<string, string> },
 ): Promise<TargetPair> {
-  const pair = await sampleStartups("miniflare", startup, options.startupSamples, async (which) => {
+  let state: { resourcePersistencePath?: string } = {};
+  if (mode === "miniflare-tmpfs") {
+    if (!existsSync(TMPFS)) throw new Error(`miniflare-tmpfs needs ${TMPFS}; run the other modes with --modes`);
+    await mkdir(tmpfsStateDir(), { recursive: true });
+    state = { resourcePersistencePath: tmpfsStateDir() };
+  }
+  const pair = await sampleStartups(mode, startup, options.startupSamples, async (which) => {
     const began = performance.now();
     const target =
       which === "gateway"
-        ? await startMiniflare("parley", GATEWAY_CONFIG, gatewayBundle.file, vars.gateway)
+        ? await startMiniflare("parley", GATEWAY_CONFIG, gatewayBundle.file, vars.gateway, state)
         : await startMiniflare("parley-bench-floor", FLOOR_CONFIG, floorBundle.file, vars.floor);
     const ready = await waitForOk(`${target.url}/liveness`, 60_000);
     return { target, ms: ready - began };
   });
   await applyMigrations(pair.gateway);
   return pair;
+}
+
+/** miniflare-tmpfs's gateway state for this run only; removed at the end. */
+function tmpfsStateDir(): string {
+  return join(TMPFS, `parley-bench-${process.pid}`);
 }
 
 /** wrangler dev's local D1/DO state for this run only; removed at the end. */
@@ -281,6 +304,10 @@ async function devTargets(options: BenchOptions, startup: StartupRow[], backendU
 const STARTUP_HOW: Record<Mode, Record<"gateway" | "floor", string>> = {
   miniflare: {
     gateway: "new Miniflare(bundle) until GET /liveness answers 200",
+    floor: "new Miniflare(bundle) until GET /liveness answers 200",
+  },
+  "miniflare-tmpfs": {
+    gateway: "new Miniflare(bundle), state on tmpfs, until GET /liveness answers 200",
     floor: "new Miniflare(bundle) until GET /liveness answers 200",
   },
   "wrangler-dev": {

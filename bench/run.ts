@@ -8,7 +8,7 @@ import { prependRun, renderRun } from "./report.ts";
 import { ROOT } from "./targets.ts";
 
 const HELP = `npm run bench -- [options]            (environment variable in brackets)
-  --modes LIST               miniflare,wrangler-dev                         [BENCH_MODES]
+  --modes LIST               miniflare,miniflare-tmpfs,wrangler-dev         [BENCH_MODES]
   --concurrency LIST         connections per load run, default 1,10,50      [BENCH_CONCURRENCY]
   --turns N                  requests per connection per load run, 100      [BENCH_TURNS]
   --max-seconds N            cap on one load run, 120                       [BENCH_MAX_SECONDS]
