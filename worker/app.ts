@@ -38,9 +38,15 @@ app.use(async function utf8Url(c, next) {
   return next();
 });
 app.use(runtime());
-/** CORS from service.cors, built once per configuration rather than on every request. */
+/**
+ * CORS from service.cors, built once per configuration rather than on every request. A request
+ * without an Origin header is not a cross-origin one and gets no CORS headers, as in the original
+ * system (Starlette's CORSMiddleware); hono's middleware would add them to every answer, at the
+ * price of building each answer's Response three times.
+ */
 const corsHandlers = new WeakMap<Runtime, MiddlewareHandler<AppEnv>>();
 app.use(async function corsFromConfig(c, next) {
+  if (c.req.raw.headers.get("origin") === null) return next();
   const rt = c.get("rt");
   let handler = corsHandlers.get(rt);
   if (!handler) {

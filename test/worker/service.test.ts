@@ -51,6 +51,15 @@ describe("CORS", () => {
     const other = await call("/liveness", { config, headers: { Origin: "https://evil.example.com" } });
     expect(other.headers.get("access-control-allow-origin")).toBeNull();
   });
+
+  it("tags cross-origin requests only: one without an Origin header gets no CORS headers", async () => {
+    const config = testConfig({ service: { cors: { allow_origins: ["*"] } } });
+    const browser = await call("/liveness", { config, headers: { Origin: "https://app.example.com" } });
+    expect(browser.headers.get("access-control-allow-origin")).toBe("*");
+    const client = await call("/liveness", { config });
+    expect(client.status).toBe(200);
+    expect(client.headers.get("access-control-allow-origin")).toBeNull();
+  });
 });
 
 describe("backend down", () => {

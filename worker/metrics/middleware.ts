@@ -49,7 +49,15 @@ function routeTemplate(c: Context<AppEnv>): string {
   return route ? templateOf(route.path) : UNMATCHED_PATH;
 }
 
+/** Templates of the app's route paths, worked out once each (there are as many as routes). */
+const templates = new Map<string, string>();
+
 /** `/v1/rags/:rag_id` → `/v1/rags/{rag_id}` (a parameter's pattern and optional mark dropped). */
 export function templateOf(path: string): string {
-  return path.replace(/:([A-Za-z0-9_]+)(\{[^}]*\})?\??/g, "{$1}");
+  let template = templates.get(path);
+  if (template === undefined) {
+    template = path.replace(/:([A-Za-z0-9_]+)(\{[^}]*\})?\??/g, "{$1}");
+    templates.set(path, template);
+  }
+  return template;
 }
