@@ -52,10 +52,10 @@ function runtimeEnv(env: Env, configText: string | null): Env {
 const MAX_QUEUED_UNITS = 64 * 1024;
 
 /**
- * A turn's events as NDJSON over one stream. A line goes out at once when nothing is on its way;
- * lines that come while a write waits for the reader (a backend chunk's events parsed together)
- * go out together in the next write, so a stream costs a write per chunk the reader takes, not
- * one per event. `gone` is called once when the reader has gone away.
+ * A turn's events as NDJSON over workerd's native byte pipe. A line goes out at once when nothing
+ * is on its way; lines that come while a write waits for the reader go out together in the next
+ * write, so a reader that falls behind costs one write per read, not one per event. `gone` is
+ * called once when the reader has gone away.
  */
 function lineChannel(gone: () => void) {
   const channel = new IdentityTransformStream();

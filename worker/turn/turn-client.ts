@@ -47,7 +47,7 @@ export async function startTurn(env: Env, plan: TurnPlan): Promise<StartedTurn> 
   if (!start.ok) throw fromWire(start.error);
   const result = "result" in start ? start.result : null;
   const stream = "events" in start ? start.events : null;
-  // A JSON answer's are built only for a reader that wants it as events (finished() takes the result itself).
+  // A JSON answer's line is built only for a reader that wants it (finished() takes the result itself).
   const lines = () => stream ?? new Blob([`${JSON.stringify({ type: "finished", result: result! } satisfies TurnEvent)}\n`]).stream();
   return {
     head: start.head,
