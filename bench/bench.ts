@@ -3,7 +3,6 @@
 // smoke test (test/unit/bench-smoke.test.ts, a tiny configuration) call.
 import { arch, availableParallelism, cpus, loadavg, platform, release, totalmem } from "node:os";
 import { join } from "node:path";
-import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { percentile, postJson, runLoad, streamSample, type LoadResult, type StreamSample } from "./load.ts";
 import { stopAll, waitForOk } from "./processes.ts";
@@ -15,11 +14,13 @@ import {
   GATEWAY_CONFIG,
   migrateLocal,
   PROFILE_ENTRY,
+  removeTmpfsState,
   ROOT,
   startBackend,
   startFloorDev,
   startGatewayDev,
   startMiniflare,
+  tmpfsState,
   VARIANTS_CONFIG,
   type BackendSettings,
   type Bundle,
@@ -35,8 +36,7 @@ import {
  */
 export type Mode = "miniflare" | "miniflare-tmpfs" | "wrangler-dev";
 export const MODES: readonly Mode[] = ["miniflare", "miniflare-tmpfs", "wrangler-dev"];
-/** Where miniflare-tmpfs keeps the gateway's state. */
-const TMPFS = "/dev/shm";
+
 
 export interface BenchOptions {
   modes: Mode[];
@@ -223,7 +223,7 @@ export async function runBench(partial: Partial<BenchOptions> = {}): Promise<Ben
   } finally {
     await stopAll();
     await rm(stateDir(options), { recursive: true, force: true });
-    await rm(tmpfsStateDir(), { recursive: true, force: true });
+    await removeTmpfsState();
   }
 }
 
@@ -262,12 +262,7 @@ async function miniflareTargets(
   floorBundle: Bundle,
   vars: { gateway: Record<string, string>; floor: Record<string, string> },
 ): Promise<TargetPair> {
-  let state: { resourcePersistencePath?: string } = {};
-  if (mode === "miniflare-tmpfs") {
-    if (!existsSync(TMPFS)) throw new Error(`miniflare-tmpfs needs ${TMPFS}; run the other modes with --modes`);
-    await mkdir(tmpfsStateDir(), { recursive: true });
-    state = { resourcePersistencePath: tmpfsStateDir() };
-  }
+  const state = mode === "miniflare-tmpfs" ? await tmpfsState("gateway") : {};
   const pair = await sampleStartups(mode, startup, options.startupSamples, async (which) => {
     const began = performance.now();
     const target =
@@ -279,11 +274,6 @@ async function miniflareTargets(
   });
   await applyMigrations(pair.gateway);
   return pair;
-}
-
-/** miniflare-tmpfs's gateway state for this run only; removed at the end. */
-function tmpfsStateDir(): string {
-  return join(TMPFS, `parley-bench-${process.pid}`);
 }
 
 /** wrangler dev's local D1/DO state for this run only; removed at the end. */

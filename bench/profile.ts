@@ -5,7 +5,7 @@
 import { profileWhile, summarizeProfile, type CpuProfileSummary } from "./cpu-profile.ts";
 import { median, percentile, postJson, runLoad, type LoadResult } from "./load.ts";
 import { freePort } from "../test/fakes/listen.ts";
-import { applyMigrations, GATEWAY_CONFIG, startMiniflare, VARIANTS_CONFIG, type Target } from "./targets.ts";
+import { applyMigrations, GATEWAY_CONFIG, startMiniflare, tmpfsState, VARIANTS_CONFIG, type Target } from "./targets.ts";
 
 interface Span {
   name: string;
@@ -78,7 +78,10 @@ export interface HistoryBucket {
 export interface VariantRow {
   name: string;
   what: string;
+  /** With the variants' state on disk (Miniflare's default). */
   result: LoadResult;
+  /** With it on tmpfs (the miniflare-tmpfs runtime). */
+  tmpfs: LoadResult;
 }
 
 export interface ProfileReport {
@@ -158,19 +161,27 @@ export async function runProfile(options: ProfileOptions): Promise<ProfileReport
 
 /** Each variant at the targets' concurrency, one conversation (and DO) per connection. */
 async function runVariants(options: ProfileOptions, bundle: string): Promise<VariantRow[]> {
-  const target = await startMiniflare("parley-bench-variants", VARIANTS_CONFIG, bundle, options.vars.floor);
+  const onDisk = await variantLoads(options, bundle, {});
+  const onTmpfs = await variantLoads(options, bundle, await tmpfsState("variants"));
+  return VARIANTS.map((variant, index) => ({ ...variant, result: onDisk[index]!, tmpfs: onTmpfs[index]! }));
+}
+
+/** Each variant's load run, in VARIANTS' order, with the variants' state where `state` says. */
+async function variantLoads(options: ProfileOptions, bundle: string, state: { resourcePersistencePath?: string }): Promise<LoadResult[]> {
+  const placement = state.resourcePersistencePath ? "tmpfs" : "disk";
+  const target = await startMiniflare("parley-bench-variants", VARIANTS_CONFIG, bundle, options.vars.floor, state);
   try {
     await applyMigrations(target);
     const bodies = Array.from({ length: CONNECTIONS }, (_, index) => JSON.stringify({ query: QUESTION, conversation_id: `bench-${index}` }));
-    const rows: VariantRow[] = [];
+    const results: LoadResult[] = [];
     for (const variant of VARIANTS) {
       const spec = { url: target.url, path: `/v/${variant.name}`, bodies, connections: CONNECTIONS, maxSeconds: options.maxSecondsPerRun };
       await runLoad({ ...spec, amount: CONNECTIONS * 5 });
       const result = await runLoad({ ...spec, amount: CONNECTIONS * options.turnsPerConnection, cpu: { target: target.cpuMs, backend: options.backend.cpuMs } });
-      options.log(`variant ${variant.name}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, workerd ${result.targetCpuMs.toFixed(2)} ms CPU/req (${result.ok}/${result.requests} ok)`);
-      rows.push({ ...variant, result });
+      options.log(`variant ${variant.name} (${placement}): ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms, workerd ${result.targetCpuMs.toFixed(2)} ms CPU/req (${result.ok}/${result.requests} ok)`);
+      results.push(result);
     }
-    return rows;
+    return results;
   } finally {
     await target.stop();
   }

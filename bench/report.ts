@@ -209,19 +209,21 @@ function profileLines(profile: ProfileReport): string[] {
     );
   }
   if (profile.variants.length) {
-    const base = profile.variants[0]!.result;
+    const base = profile.variants[0]!;
     lines.push("");
     lines.push(
       `**Floor variants** (\`bench/variants-worker.js\`, Miniflare, concurrency ${profile.connections}, one conversation and Durable Object per connection): ` +
-        "the floor plus one of Parley's steps each. CPU = workerd CPU per answer; extra = over the baseline.",
+        "the floor plus one of Parley's steps each, with the variants' state on disk and then on tmpfs. CPU = workerd CPU per answer; extra = over " +
+        "the baseline; × = req/s as a share of the baseline's in the same placement.",
     );
     lines.push("");
-    lines.push("| Variant | What it adds | req/s | p50 ms | workerd CPU ms | Extra CPU ms | Backend CPU ms |");
-    lines.push("|---|---|--:|--:|--:|--:|--:|");
+    lines.push("| Variant | What it adds | req/s | × | p50 ms | workerd CPU ms | Extra CPU ms | Backend CPU ms | tmpfs req/s | tmpfs × | tmpfs CPU ms |");
+    lines.push("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for (const row of profile.variants) {
-      const result = row.result;
+      const { result, tmpfs } = row;
       lines.push(
-        `| ${row.name} | ${row.what} | ${rate(result.rps)} | ${ms(result.p50)} | ${ms(result.targetCpuMs)} | ${signed(result.targetCpuMs - base.targetCpuMs)} | ${ms(result.backendCpuMs)} |`,
+        `| ${row.name} | ${row.what} | ${rate(result.rps)} | ${ratio(result.rps / base.result.rps)} | ${ms(result.p50)} | ${ms(result.targetCpuMs)} | ` +
+          `${signed(result.targetCpuMs - base.result.targetCpuMs)} | ${ms(result.backendCpuMs)} | ${rate(tmpfs.rps)} | ${ratio(tmpfs.rps / base.tmpfs.rps)} | ${ms(tmpfs.targetCpuMs)} |`,
       );
     }
   }

@@ -2,6 +2,7 @@
 // Miniflare driven directly or under `wrangler dev`. Miniflare options come from the Worker's own
 // wrangler configuration (unstable_getMiniflareWorkerOptions), so D1, Durable Objects, R2 and the
 // assets binding mirror wrangler.toml instead of being restated here.
+import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -114,6 +115,28 @@ export async function buildBundle(dir: string, options: { config: string; entry?
 
 // ---------------------------------------------------------------------------------------------
 // Miniflare
+
+/** Where the miniflare-tmpfs runs keep state: tmpfs, so that a commit costs no disk I/O. */
+const TMPFS = "/dev/shm";
+
+/**
+ * A directory for Miniflare's state (D1, Durable Objects, R2) on tmpfs, for this run only (under
+ * one per-process root that `removeTmpfsState` deletes).
+ */
+export async function tmpfsState(name: string): Promise<{ resourcePersistencePath: string }> {
+  if (!existsSync(TMPFS)) throw new Error(`state on tmpfs needs ${TMPFS}; leave out the miniflare-tmpfs mode with --modes`);
+  const path = join(tmpfsRoot(), name);
+  await mkdir(path, { recursive: true });
+  return { resourcePersistencePath: path };
+}
+
+export async function removeTmpfsState(): Promise<void> {
+  await rm(tmpfsRoot(), { recursive: true, force: true });
+}
+
+function tmpfsRoot(): string {
+  return join(TMPFS, `parley-bench-${process.pid}`);
+}
 
 export interface MiniflareTarget extends Target {
   mf: Miniflare;
