@@ -37,7 +37,6 @@ import {
 export type Mode = "miniflare" | "miniflare-tmpfs" | "wrangler-dev";
 export const MODES: readonly Mode[] = ["miniflare", "miniflare-tmpfs", "wrangler-dev"];
 
-
 export interface BenchOptions {
   modes: Mode[];
   /** Connections for the load runs; each gets its own conversation on /v1/query. */
