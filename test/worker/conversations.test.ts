@@ -31,6 +31,17 @@ function eventReader(response: Response) {
 }
 
 describe("conversation views", () => {
+  it("gives a conversation begun by a stream its topic summary once the stream has ended", async () => {
+    const events = await readSse(await call("/v1/streaming_query", { json: { query: "Where do streams go?" }, user: "streamer" }));
+    const start = events[0]!.data as { event: string; data: { conversation_id: string } };
+    expect(start.event).toBe("start");
+    const id = start.data.conversation_id;
+    await eventually(async () => {
+      const listed = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v2/conversations", { user: "streamer" });
+      expect(listed.body.conversations).toEqual([expect.objectContaining({ conversation_id: id, topic_summary: "Topic: Where do streams go?" })]);
+    });
+  });
+
   it("lists, shows, updates and deletes a conversation in every version", async () => {
     const id = await newConversation("carol", "What is the gateway?");
     const v1 = await eventually(async () => {

@@ -292,7 +292,11 @@ export class ConversationDO extends ConversationDurableObject {
       modelRequested: model.requested,
       inlineChunks: ready.retrieval.chunks,
     };
-    const topic = plan.create && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null ? generateTopicSummary(rt, model.model, plan.userText) : null;
+    // A new conversation's topic summary is a backend call of its own: a JSON answer's runs beside
+    // the answer, a stream's once the stream has ended, so that no event of the answer waits on it.
+    const wantsTopic = plan.create && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null;
+    const topic = () => generateTopicSummary(rt, model.model, plan.userText);
+    const besideAnswer = wantsTopic && !plan.streaming ? topic() : null;
 
     /** Records the turn with what must follow it, lets the next one begin, and reports it. */
     const finish = (collected: Collected): TurnResult => {
@@ -323,7 +327,7 @@ export class ConversationDO extends ConversationDurableObject {
         this.running.delete(requestId);
         release();
       }
-      if (topic) void this.recordTopic(plan.conversationId, topic);
+      if (besideAnswer) void this.recordTopic(plan.conversationId, besideAnswer);
       const error = saved ? collected.error : errors.internal("the answer could not be saved");
       return {
         status: saved ? status : "failed",
@@ -355,6 +359,7 @@ export class ConversationDO extends ConversationDurableObject {
       });
       await lines.send({ type: "finished", result: finish(collected) });
       await lines.close();
+      if (wantsTopic) void this.recordTopic(plan.conversationId, topic());
     })();
     return { ok: true, head, events: lines.readable };
   }
