@@ -485,6 +485,13 @@ describe("environment references", () => {
     expect(accepted(parseConfig(text, { URL: "https://b.example.com" })).inference_backend.url).toBe("https://b.example.com");
   });
 
+  it("says what to give instead of the original system's library mode, which has no url", () => {
+    const text = "inference_backend:\n  use_as_library_client: true\n  library_client_config_path: run.yaml\n";
+    expect(problems(text)).toEqual([
+      "inference_backend.url: required: the URL of an OpenAI-compatible backend (a Worker cannot run the backend as a library, use_as_library_client)",
+    ]);
+  });
+
   it("reports a missing variable once, at the field that names it", () => {
     const text = "inference_backend:\n  url: ${env.PARLEY_BACKEND_URL}\n  api_key: ${env.KEY}\n";
     expect(problems(text, { KEY: { not: "a string" } })).toEqual([

@@ -40,8 +40,9 @@ function parsedUrl(value: string): URL | null {
   }
 }
 
-const httpUrl = () =>
-  z.string().refine((value) => {
+/** `missing`: the message when the field is absent, in place of "required". */
+const httpUrl = (missing?: string) =>
+  z.string(missing ? { error: (issue) => (issue.input === undefined ? missing : undefined) } : undefined).refine((value) => {
     const url = parsedUrl(value);
     return url !== null && (url.protocol === "http:" || url.protocol === "https:");
   }, "expected an http or https URL");
@@ -161,7 +162,9 @@ export const ServiceSchema = z.strictObject({
 });
 
 export const InferenceBackendSchema = z.strictObject({
-  url: httpUrl(),
+  // The original system's library mode (use_as_library_client) ran the backend inside its process;
+  // a Worker cannot, so a configuration written for that mode names what to give instead.
+  url: httpUrl("required: the URL of an OpenAI-compatible backend (a Worker cannot run the backend as a library, use_as_library_client)"),
   api_key: secret().optional(),
   use_as_library_client: flag().default(false),
   library_client_config_path: nonEmpty().optional(),
