@@ -127,13 +127,20 @@ export function ndjson<T>(): TransformStream<Uint8Array, T> {
   });
 }
 
-/** The values each chunk of newline-delimited JSON completes; `null` ends the input. */
+/**
+ * The values each chunk of newline-delimited JSON completes; `null` ends the input. A chunk that
+ * ends no line is only kept, so a long line arriving in many pieces is split once, not per piece.
+ */
 function ndjsonParser<T>(): (chunk: Uint8Array | null) => T[] {
   const decoder = new TextDecoder();
   let buffer = "";
   return (chunk) => {
-    buffer += chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode();
-    const lines = buffer.split("\n");
+    const text = chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode();
+    if (chunk && !text.includes("\n")) {
+      buffer += text;
+      return [];
+    }
+    const lines = (buffer + text).split("\n");
     buffer = chunk ? lines.pop()! : "";
     return lines.filter((line) => line !== "").map((line) => JSON.parse(line) as T);
   };
