@@ -60,7 +60,7 @@ async function ask(wire: Wire, params: Omit<ResponsesParams, "model">, streaming
   const model = models.find((candidate) => candidate.identifier === "scripted/parley-small" || candidate.provider_resource_id === "parley-small")!;
   const route = routeModel(setupOf.backends, model);
   expect(route.wire).toBe(wire);
-  const stream = await callModel(setupOf.backends, route, { ...params, model: model.identifier, store: false }, streaming, { maxRetries: 0 });
+  const stream = await callModel(setupOf.backends, route, { ...params, model: model.identifier, store: false }, streaming, { signal: new AbortController().signal });
   const events: ResponseStreamEvent[] = [];
   const collected = await collect(stream, new AbortController().signal, async (event) => void events.push(event));
   return { events, collected };
@@ -187,7 +187,7 @@ describe.each(WIRES)("the model call over %s", (wire) => {
     const { models } = await listProviderModels(backends);
     const route = routeModel(backends, models[0]!);
     const abort = new AbortController();
-    const stream = await callModel(backends, route, { model: models[0]!.identifier, input: "take your time #slow=100" }, true, { maxRetries: 0, signal: abort.signal });
+    const stream = await callModel(backends, route, { model: models[0]!.identifier, input: "take your time #slow=100" }, true, { signal: abort.signal });
     const types: string[] = [];
     for await (const event of stream) {
       types.push(event.type);

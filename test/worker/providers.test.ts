@@ -33,7 +33,7 @@ async function answer(rt: Runtime, identifier: string, streaming: boolean, input
   const { models } = await listProviderModels(rt.backends);
   const model = models.find((candidate) => candidate.identifier === identifier);
   if (!model) throw new Error(`${identifier} is not listed`);
-  const stream = await callModel(rt.backends, routeModel(rt.backends, model), { model: model.identifier, input, store: false }, streaming, { maxRetries: 0 });
+  const stream = await callModel(rt.backends, routeModel(rt.backends, model), { model: model.identifier, input, store: false }, streaming, { signal: new AbortController().signal });
   const events: ResponseStreamEvent[] = [];
   const collected = await collect(stream, new AbortController().signal, async (event) => void events.push(event));
   return { events, collected };
@@ -107,7 +107,7 @@ describe("two providers, one down", () => {
     expect((await answer(rt, "ollama/parley-large", true)).collected.status).toBe("completed");
     expect((await answer(rt, "scripted/parley-small", true)).collected.status).toBe("completed");
     const route = routeModel(rt.backends, { identifier: "remote/parley-small", provider_id: "remote", provider_resource_id: "parley-small" });
-    const failed = await callModel(rt.backends, route, { model: "remote/parley-small", input: "hi" }, true, { maxRetries: 0 }).catch((error: unknown) => backendError(error));
+    const failed = await callModel(rt.backends, route, { model: "remote/parley-small", input: "hi" }, true, { signal: new AbortController().signal }).catch((error: unknown) => backendError(error));
     expect(failed).toMatchObject({ status: 503, response: "Unable to connect to the inference backend" });
   });
 });

@@ -5,12 +5,13 @@
 // Errors the backend reports inside the stream are the SDK's APIError, thrown mid-iteration, as
 // they are for a Responses stream.
 import type OpenAI from "openai";
-import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { errors } from "../errors.ts";
 import { ChatEventTranslator, estimateTokens } from "./chat-events.ts";
 import { toChatRequest, type ResponsesParams } from "./chat-request.ts";
 import { fileSearchCall, fileSearchContext, type FileSearcher, type FileSearchResult } from "./file-search.ts";
+import { postModel, streamModel, type CallRequestOptions } from "./model-request.ts";
 
 export interface ChatCallOptions {
   /** The provider's id, named in refusals. */
@@ -19,13 +20,6 @@ export interface ChatCallOptions {
   includeUsage: boolean;
   /** Serves file_search tools (vectorStoreSearcher); null: a request with one is refused (422). */
   fileSearch: FileSearcher | null;
-}
-
-/** Request options passed to the SDK as for responses.create (signal, maxRetries, timeout). */
-export interface CallRequestOptions {
-  signal?: AbortSignal;
-  maxRetries?: number;
-  timeout?: number;
 }
 
 export async function startChatCompletion(
@@ -44,7 +38,7 @@ export async function startChatCompletion(
     }
     const results: FileSearchResult[] = [];
     for (const tool of chat.fileSearch) {
-      const found = await options.fileSearch(tool, chat.question, request.signal ?? undefined);
+      const found = await options.fileSearch(tool, chat.question, request.signal);
       leading.push(fileSearchCall(chat.question, found));
       results.push(...found);
     }
@@ -53,18 +47,16 @@ export async function startChatCompletion(
   const body = { ...chat.params, messages };
   const translator = new ChatEventTranslator(params, estimateTokens(JSON.stringify(body.messages) + JSON.stringify(body.tools ?? [])));
   if (!streaming) {
-    const completion = await client.chat.completions.create({ ...body, stream: false }, request);
+    const completion = await postModel<ChatCompletion>(client, "/chat/completions", JSON.stringify({ ...body, stream: false }), request);
     return asFinalEvent(translator.completion(completion, leading));
   }
-  const stream = await client.chat.completions.create(
-    { ...body, stream: true, ...(options.includeUsage ? { stream_options: { include_usage: true } } : {}) },
-    request,
-  );
+  const streamed = { ...body, stream: true, ...(options.includeUsage ? { stream_options: { include_usage: true } } : {}) };
+  const stream = await streamModel<ChatCompletionChunk>(client, "/chat/completions", JSON.stringify(streamed), request);
   return (async function* events() {
     yield* translator.start(leading);
     for await (const chunk of stream) yield* translator.chunk(chunk);
     // An aborted call ends quietly in the SDK: it must not read as a finished answer.
-    if (request.signal?.aborted) return;
+    if (request.signal.aborted) return;
     yield* translator.end();
   })();
 }

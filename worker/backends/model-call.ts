@@ -2,11 +2,11 @@
 // Responses events out, whichever wire the backend speaks. A JSON call yields the one terminal
 // event that carries the whole Response. Time-outs, interrupts and error mapping stay with the
 // caller (worker/turn/backend-call.ts), the same for both wires.
-import type { Stream } from "openai/core/streaming";
 import type { Response, ResponseStreamEvent } from "openai/resources/responses/responses";
-import { asFinalEvent, startChatCompletion, type CallRequestOptions } from "./chat-call.ts";
+import { asFinalEvent, startChatCompletion } from "./chat-call.ts";
 import type { ResponsesParams } from "./chat-request.ts";
 import { vectorStoreSearcher } from "./file-search.ts";
+import { postModel, streamModel, type CallRequestOptions } from "./model-request.ts";
 import type { Backends, ModelRoute } from "./providers.ts";
 
 export async function callModel(
@@ -26,10 +26,10 @@ export async function callModel(
       fileSearch: stores ? vectorStoreSearcher(stores) : null,
     });
   }
-  // The SDK's own POST /responses (what responses.create sends), with the body already encoded.
-  const options = { ...request, body: responsesBody(sent, streaming), headers: { "content-type": "application/json" }, stream: streaming };
-  if (!streaming) return asFinalEvent(await client.post<Response>("/responses", options));
-  return client.post<Stream<ResponseStreamEvent>>("/responses", options);
+  // POST /responses (what the SDK's responses.create sends), with the body already encoded.
+  const body = responsesBody(sent, streaming);
+  if (!streaming) return asFinalEvent(await postModel<Response>(client, "/responses", body, request));
+  return streamModel<ResponseStreamEvent>(client, "/responses", body, request);
 }
 
 /**

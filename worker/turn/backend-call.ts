@@ -52,9 +52,8 @@ export async function startModelCall(
     }
     return backendError(error, params.model);
   };
-  const options = { signal: call.signal, maxRetries: 0 };
   try {
-    const stream = await callModel(rt.backends, route, params, streaming, options);
+    const stream = await callModel(rt.backends, route, params, streaming, { signal: call.signal });
     if (!streaming) {
       done();
       return stream;

@@ -101,7 +101,7 @@ async function summarise(rt: Runtime, model: ModelInfo, previous: ConversationSu
   const route = routeModel(rt.backends, model);
   let text = "";
   try {
-    const events = await callModel(rt.backends, route, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { timeout: route.timeoutMs, maxRetries: 0 });
+    const events = await callModel(rt.backends, route, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { signal: AbortSignal.timeout(route.timeoutMs) });
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
   } catch (error) {
     return backendError(error, model.identifier);

@@ -12,7 +12,7 @@ const TOPIC_SUMMARY_INSTRUCTIONS =
 export async function generateTopicSummary(rt: Runtime, model: ModelInfo, question: string): Promise<string | null> {
   try {
     const route = routeModel(rt.backends, model);
-    const events = await callModel(rt.backends, route, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, { timeout: route.timeoutMs });
+    const events = await callModel(rt.backends, route, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, { signal: AbortSignal.timeout(route.timeoutMs) });
     let text = "";
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
     return text ? text.slice(0, 1000) : null;
