@@ -109,8 +109,8 @@ export interface ProfileOptions {
 export const VARIANTS: Array<{ name: string; what: string }> = [
   { name: "passthrough-json", what: "the floor (baseline): backend JSON passed through" },
   { name: "stream-read-raw", what: "backend called with stream: true, SSE read as bytes" },
-  { name: "sdk-json", what: "openai SDK, JSON call (Parley's call for JSON answers)" },
-  { name: "sdk-stream", what: "openai SDK, streamed call, every event parsed (Parley's call for streams)" },
+  { name: "sdk-json", what: "the SDK's prepared request and JSON read (Parley's call for JSON answers)" },
+  { name: "sdk-stream", what: "the same streamed, every event parsed by the SDK (Parley's call for streams)" },
   { name: "d1-read", what: "+ 1 D1 SELECT before the call (raw binding)" },
   { name: "d1-read-drizzle", what: "+ the same SELECT through drizzle" },
   { name: "d1-turn", what: "+ SELECT before, upsert ‖ insert after (Parley's first D1 traffic)" },
@@ -120,7 +120,7 @@ export const VARIANTS: Array<{ name: string; what: string }> = [
   { name: "persisted-minimum", what: "+ DO begin, then DO complete ‖ one D1 batch of the two writes: the previous design's round-trips, nothing else" },
   { name: "do-turn-minimum", what: "one RPC to a Durable Object that calls the backend and records the turn: the current design's round-trips, nothing else" },
   { name: "do-turn-marked", what: "+ a running marker committed before the backend call, as a restart mid-turn needs (two commits a turn)" },
-  { name: "do-turn-marked-sdk", what: "+ the backend call through the openai SDK: the current design's whole minimum" },
+  { name: "do-turn-marked-sdk", what: "+ the backend call as Parley makes it (SDK-prepared, SDK-parsed): the current design's whole minimum" },
 ];
 
 const CONNECTIONS = 10;

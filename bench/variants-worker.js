@@ -13,6 +13,7 @@ import { DurableObject } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
 import { sql } from "drizzle-orm";
 import OpenAI from "openai";
+import { postModel, streamModel } from "../worker/backends/model-request.ts";
 
 const MODEL = "scripted/parley-small";
 
@@ -49,7 +50,7 @@ export class VariantDO extends DurableObject {
    * The new turn's minimum: the Durable Object makes the backend call itself and records the turn,
    * in the one RPC the Worker makes. `marked`: a running marker is stored before the call and
    * removed with the turn's commit (what a restart mid-turn needs), so the turn commits twice.
-   * `viaSdk`: the call is made with the openai SDK, as the gateway makes it.
+   * `viaSdk`: the call is made as the gateway makes it (the SDK's prepared request, its parsers).
    * @param {string} question @param {boolean} marked @param {boolean} viaSdk
    */
   async turn(question, marked = false, viaSdk = false) {
@@ -57,7 +58,7 @@ export class VariantDO extends DurableObject {
     const sql = this.ctx.storage.sql;
     if (marked) sql.exec("INSERT OR REPLACE INTO running (n, question) VALUES (?, ?)", next, question);
     const body = viaSdk
-      ? JSON.stringify(await sdk(this.env).responses.create({ model: MODEL, input: question }))
+      ? JSON.stringify(await postModel(sdk(this.env), "/responses", JSON.stringify({ model: MODEL, input: question, stream: false }), open()))
       : await (await backend(this.env, question, false)).text();
     this.ctx.storage.transactionSync(() => {
       if (marked) sql.exec("DELETE FROM running WHERE n = ?", next);
@@ -83,6 +84,9 @@ function sdk(env) {
   client ??= new OpenAI({ baseURL: env.BACKEND_URL, apiKey: "not-needed", timeout: 180_000, maxRetries: 2 });
   return client;
 }
+
+/** A call that nothing stops early. */
+const open = () => ({ signal: new AbortController().signal });
 
 /** @param {VariantEnv} env @param {string} question @param {boolean} stream */
 function backend(env, question, stream) {
@@ -145,18 +149,21 @@ const VARIANTS = {
     return Response.json({ bytes: bytes.byteLength });
   },
 
-  // Parley's backend call: the openai SDK, streamed, every event parsed and iterated.
+  // Parley's backend call for streams (worker/backends/model-request.ts: the openai SDK's prepared
+  // request, one fetch, the SDK's event parser), every event parsed and iterated.
   "sdk-stream": async (env, question) => {
-    const stream = await sdk(env).responses.create({ model: MODEL, input: question, stream: true, store: false });
+    const body = JSON.stringify({ model: MODEL, input: question, stream: true, store: false });
+    const stream = /** @type {AsyncIterable<{ type: string, delta?: string }>} */ (await streamModel(sdk(env), "/responses", body, open()));
     let text = "";
     for await (const event of stream) if (event.type === "response.output_text.delta") text += event.delta;
     return Response.json({ text });
   },
 
-  // The same call without streaming, as a JSON endpoint could make it.
+  // The same call without streaming, as Parley makes it for JSON answers.
   "sdk-json": async (env, question) => {
-    const response = await sdk(env).responses.create({ model: MODEL, input: question, store: false });
-    return Response.json({ text: response.output_text });
+    const body = JSON.stringify({ model: MODEL, input: question, stream: false, store: false });
+    const response = /** @type {{ output: unknown[] }} */ (await postModel(sdk(env), "/responses", body, open()));
+    return Response.json({ items: response.output.length });
   },
 
   // One D1 read before the backend call (Parley's conversation lookup), raw binding.
@@ -239,7 +246,7 @@ const VARIANTS = {
   "do-turn-marked": async (env, question, id) =>
     new Response(await env.TURNS.getByName(id).turn(question, true), { headers: { "content-type": "application/json" } }),
 
-  // The same with the call made through the openai SDK: the current design's whole minimum.
+  // The same with the call made as the gateway makes it: the current design's whole minimum.
   "do-turn-marked-sdk": async (env, question, id) =>
     new Response(await env.TURNS.getByName(id).turn(question, true, true), { headers: { "content-type": "application/json" } }),
 };

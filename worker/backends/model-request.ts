@@ -3,9 +3,9 @@
 // answer (its server-sent-event Stream, its APIError classes); the request itself is one fetch.
 // What is left out is the SDK's request loop: model calls are never retried (SPEC "Limits"), their
 // time-out is the caller's (per event, worker/turn/backend-call.ts), and the loop's preparation of
-// every request cost a turn 0.2-0.35 ms of CPU and 0.26 ms of time to first token (measured side by
-// side, bench/RESULTS.md 2026-11-24). The prepared headers are the same for every call of a
-// client and path, so they are built once.
+// every request cost a turn 0.2-0.35 ms of CPU and up to 0.26 ms of time to first token (measured
+// side by side: the note of bench/RESULTS.md 2026-11-24T06:12Z). The prepared headers are the same
+// for every call of a client and path, so they are built once.
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { Stream } from "openai/core/streaming";
 
