@@ -355,7 +355,7 @@ export class ConversationDO extends ConversationDurableObject {
       if (compacted) await lines.send({ type: "compaction", conversationId: plan.conversationId });
       const shown = shownEvents(plan.endpoint);
       const collected = await readAnswer(rt, plan, ready, answer, abort.signal, async (event) => {
-        if (!shown || shown.has(event.type)) await lines.send({ type: "backend", event });
+        if (!shown || shown(event)) await lines.send({ type: "backend", event });
       });
       await lines.send({ type: "finished", result: finish(collected) });
       await lines.close();
