@@ -9,6 +9,8 @@ type Answer = { response: string; input_tokens: number; output_tokens: number; a
 
 const ask = (config: string, user: string, query = "hello") => callJson<Answer>("/v1/query", { json: { query }, user, config });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Periods are counted in whole seconds: two questions sent just after one begins fall in the same one. */
+const startOfSecond = () => sleep(1020 - (Date.now() % 1000));
 const limiter = (overrides: Record<string, unknown>) => ({ type: "user_limiter", name: "user_daily", initial_quota: 10, quota_increase: 0, period: "1 day", ...overrides });
 const withLimiters = (limiters: unknown[], extra: Record<string, unknown> = {}) => testConfig({ quota_handlers: { limiters, ...extra } });
 
@@ -45,6 +47,7 @@ describe("token quotas", () => {
 
   it("refills at the period through the scheduler, and when touched overdue without it", async () => {
     const config = withLimiters([limiter({ name: "u_refill", initial_quota: 100, period: "1 second" })]);
+    await startOfSecond();
     expect((await ask(config, "uma")).status).toBe(200);
     expect((await ask(config, "uma")).status).toBe(429);
     const store = openStore(env, undefined);
@@ -69,6 +72,7 @@ describe("token quotas", () => {
 
   it("adds quota_increase each period", async () => {
     const config = withLimiters([limiter({ name: "u_grow", initial_quota: 100, quota_increase: 1000, period: 1 })]);
+    await startOfSecond();
     const first = await ask(config, "vic");
     const used = first.body.input_tokens + first.body.output_tokens;
     expect((await ask(config, "vic")).status).toBe(429);
