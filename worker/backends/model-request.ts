@@ -6,7 +6,8 @@
 // every request cost a turn 0.2-0.35 ms of CPU and up to 0.26 ms of time to first token (measured
 // side by side: the note of bench/RESULTS.md 2026-11-24T06:12Z). The prepared headers are the same
 // for every call of a client and path, so they are built once.
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
+import type OpenAI from "openai";
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { Stream } from "openai/core/streaming";
 
 /** What stops a model call: an interrupt, a client gone, the caller's time-out. */
