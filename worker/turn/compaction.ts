@@ -8,10 +8,9 @@
 // (UTF-8 bytes / 4), as for the context window check.
 import type { CompactionConfig } from "../config/schema.ts";
 import { turnHistory, utf8Bytes, type Item, type ModelInfo, type StoredTurn } from "../domain/conversation.ts";
-import { callModel } from "../backends/model-call.ts";
-import { routeModel } from "../backends/providers.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
+import { startModelCall } from "./backend-call.ts";
 import { backendError } from "./backend-errors.ts";
 import { responseText } from "./collect.ts";
 
@@ -98,10 +97,10 @@ export async function compact(
 async function summarise(rt: Runtime, model: ModelInfo, previous: ConversationSummary | null, turns: StoredTurn[]): Promise<ConversationSummary | ApiError> {
   const lines = turns.flatMap((turn) => [`user: ${turn.summary.user}`, ...(turn.summary.assistant ? [`assistant: ${turn.summary.assistant}`] : [])]);
   const input = `${previous ? `Summary of the conversation before:\n${previous.text}\n\n` : ""}Conversation:\n${lines.join("\n")}`;
-  const route = routeModel(rt.backends, model);
   let text = "";
   try {
-    const events = await callModel(rt.backends, route, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { signal: AbortSignal.timeout(route.timeoutMs) });
+    // Bounded by the backend's time-out like the turn's own call; nothing else stops it.
+    const events = await startModelCall(rt, model, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, new AbortController().signal);
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
   } catch (error) {
     return backendError(error, model.identifier);

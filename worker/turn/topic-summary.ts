@@ -1,7 +1,6 @@
 // A new conversation's topic summary: a short backend call of its own, run beside the turn.
-import { callModel } from "../backends/model-call.ts";
-import { routeModel } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
+import { startModelCall } from "./backend-call.ts";
 import { responseText } from "./collect.ts";
 import type { ModelInfo } from "./models.ts";
 import { log } from "../log.ts";
@@ -11,8 +10,8 @@ const TOPIC_SUMMARY_INSTRUCTIONS =
 
 export async function generateTopicSummary(rt: Runtime, model: ModelInfo, question: string): Promise<string | null> {
   try {
-    const route = routeModel(rt.backends, model);
-    const events = await callModel(rt.backends, route, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, { signal: AbortSignal.timeout(route.timeoutMs) });
+    // Bounded by the backend's time-out like the turn's own call; nothing else stops it.
+    const events = await startModelCall(rt, model, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, new AbortController().signal);
     let text = "";
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
     return text ? text.slice(0, 1000) : null;
