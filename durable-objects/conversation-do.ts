@@ -8,8 +8,9 @@
 //   it has really ended (completed, interrupted, timed out, failed, or the object restarted), never
 //   on a lease.
 // - Durability: a turn is committed (its rows and what must follow it, in one transaction) before
-//   its last event is sent. A running turn leaves a marker; an object that restarts mid-turn records
-//   that turn as incomplete and carries out what the marker says must follow (quota settlement).
+//   its last event is sent. A running turn leaves a marker once its model call is on its way; an
+//   object that restarts mid-turn records that turn as incomplete and carries out what the marker
+//   says must follow (quota settlement).
 // - The outbox: work after a turn that must happen but not on the client's wait path (the record
 //   store, quota settlement, transcripts) is stored with the turn and delivered from here, retried
 //   with backoff (alarm) until it succeeds. Entries are idempotent, so a delivery that succeeded but
@@ -249,14 +250,30 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   }
 
   /**
-   * A turn is running: recorded so that an interrupt finds it and a restart finishes it. One row; a
-   * question too large for it keeps its text only (the restart records that).
+   * A turn is running: an interrupt finds it from now on. The returned function leaves its marker,
+   * which a restart finishes it by: one row (a question too large for it keeps its text only).
+   *
+   * Call it once the turn's model call has been sent, not before: a write holds every message the
+   * object sends until it is durable (its output gate), so a marker written before the call would
+   * hold the call itself (on Cloudflare a replicated commit, under Miniflare an fsync: 0.5 ms of
+   * time to first token, measured side by side). The price: an object that restarts in the moment
+   * between the two has no marker, so that turn, which its client saw fail, is not recorded, and its
+   * quota reservation lapses by itself (durable-objects/quota-do.ts). Calling it again does nothing.
    */
-  protected startRunning(turn: RunningTurn, abort: AbortController): void {
+  protected startRunning(turn: RunningTurn, abort: AbortController): () => void {
     this.active.set(turn.requestId, { userId: turn.userId, abort });
-    let data = JSON.stringify(turn);
-    if (data.length > CHUNK_UNITS) data = JSON.stringify({ ...turn, input: [{ type: "message", role: "user", content: turn.userText.slice(0, CHUNK_UNITS / 4) }] });
-    this.sql.exec("INSERT OR REPLACE INTO running_turns (request_id, data) VALUES (?, ?)", turn.requestId, data);
+    let marked = false;
+    return () => {
+      if (marked || !this.active.has(turn.requestId)) return;
+      marked = true;
+      let data = JSON.stringify(turn);
+      if (data.length > CHUNK_UNITS) data = JSON.stringify({ ...turn, input: [{ type: "message", role: "user", content: turn.userText.slice(0, CHUNK_UNITS / 4) }] });
+      try {
+        this.sql.exec("INSERT OR REPLACE INTO running_turns (request_id, data) VALUES (?, ?)", turn.requestId, data);
+      } catch (error) {
+        log.error(`conversation turn ${turn.requestId}: could not leave its running marker (a restart would not record it)`, error);
+      }
+    };
   }
 
   /** Ends a running turn without recording it (it never reached the backend). */

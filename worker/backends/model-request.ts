@@ -10,9 +10,11 @@ import type OpenAI from "openai";
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { Stream } from "openai/core/streaming";
 
-/** What stops a model call: an interrupt, a client gone, the caller's time-out. */
 export interface CallRequestOptions {
+  /** What stops a model call: an interrupt, a client gone, the caller's time-out. */
   signal: AbortSignal;
+  /** Called once the request has been handed to fetch, before its answer (a turn's running marker); must not throw. */
+  sent?: () => void;
 }
 
 type Prepared = Promise<{ url: string; headers: HeadersInit }>;
@@ -41,11 +43,13 @@ function transportError(signal: AbortSignal, cause: unknown): Error {
 }
 
 /** Sends the call; resolves with an answer that succeeded, throws the SDK's errors otherwise. */
-async function send(client: OpenAI, path: string, body: string, controller: AbortController): Promise<Response> {
+async function send(client: OpenAI, path: string, body: string, controller: AbortController, sent?: () => void): Promise<Response> {
   const { url, headers } = await prepared(client, path);
   let response: Response;
   try {
-    response = await fetch(url, { method: "POST", headers, body, signal: controller.signal });
+    const answered = fetch(url, { method: "POST", headers, body, signal: controller.signal });
+    sent?.();
+    response = await answered;
   } catch (error) {
     throw transportError(controller.signal, error);
   }
@@ -63,7 +67,7 @@ async function send(client: OpenAI, path: string, body: string, controller: Abor
 /** A call answered with one JSON document. */
 export async function postModel<T>(client: OpenAI, path: string, body: string, request: CallRequestOptions): Promise<T> {
   const controller = linked(request.signal);
-  const response = await send(client, path, body, controller);
+  const response = await send(client, path, body, controller, request.sent);
   try {
     return (await response.json()) as T;
   } catch (error) {
@@ -75,7 +79,7 @@ export async function postModel<T>(client: OpenAI, path: string, body: string, r
 /** A streamed call: its server-sent events, parsed by the SDK as its own streams are. */
 export async function streamModel<T>(client: OpenAI, path: string, body: string, request: CallRequestOptions): Promise<Stream<T>> {
   const controller = linked(request.signal);
-  return Stream.fromSSEResponse<T>(await send(client, path, body, controller), controller, client);
+  return Stream.fromSSEResponse<T>(await send(client, path, body, controller, request.sent), controller, client);
 }
 
 /**

@@ -6,6 +6,7 @@
 import { APIError } from "openai";
 import type { ResponseCreateParamsBase, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { callModel } from "../backends/model-call.ts";
+import type { CallRequestOptions } from "../backends/model-request.ts";
 import { routeMissing, routeModel } from "../backends/providers.ts";
 import type { ModelInfo } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
@@ -16,16 +17,17 @@ const timedOut = (): ApiError => errors.backendUnavailable("The inference backen
 
 /**
  * Starts the call and resolves once the backend has accepted it (so failures before any output are
- * plain errors); its events then follow, each within the time-out. `signal` stops it (an interrupt,
- * a client that went away), which ends the events without an error.
+ * plain errors); its events then follow, each within the time-out. `request.signal` stops it (an
+ * interrupt, a client that went away), which ends the events without an error.
  */
 export async function startModelCall(
   rt: Runtime,
   model: ModelInfo,
   params: Omit<ResponseCreateParamsBase, "stream">,
   streaming: boolean,
-  signal: AbortSignal,
+  request: CallRequestOptions,
 ): Promise<AsyncIterable<ResponseStreamEvent>> {
+  const { signal } = request;
   const route = routeModel(rt.backends, model);
   const timeoutMs = route.timeoutMs;
   const call = new AbortController();
@@ -53,7 +55,7 @@ export async function startModelCall(
     return backendError(error, params.model);
   };
   try {
-    const stream = await callModel(rt.backends, route, params, streaming, { signal: call.signal });
+    const stream = await callModel(rt.backends, route, params, streaming, { signal: call.signal, sent: request.sent });
     if (!streaming) {
       done();
       return stream;

@@ -100,7 +100,7 @@ async function summarise(rt: Runtime, model: ModelInfo, previous: ConversationSu
   let text = "";
   try {
     // Bounded by the backend's time-out like the turn's own call; nothing else stops it.
-    const events = await startModelCall(rt, model, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, new AbortController().signal);
+    const events = await startModelCall(rt, model, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { signal: new AbortController().signal });
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
   } catch (error) {
     return backendError(error, model.identifier);

@@ -241,7 +241,8 @@ export class ConversationDO extends ConversationDurableObject {
 
     const abort = new AbortController();
     const startedAt = new Date().toISOString();
-    this.startRunning(
+    // Marked once the model call is on its way (see startRunning); interruptible from now.
+    const markRunning = this.startRunning(
       {
         requestId,
         userId,
@@ -267,7 +268,7 @@ export class ConversationDO extends ConversationDurableObject {
       if (!checked.ok) throw approvalError(checked);
       prepared = await prepareTurn(rt, plan, model);
       if (legacyStream) await this.registerLegacyStream(rt, plan);
-      answer = await openAnswer(rt, plan, prepared, history, abort.signal, {
+      answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: markRunning }, {
         resumed: checked.decisions,
         claimApproved: (id) => this.claimApproval(id),
         ranApproved: (id, item) => this.keepApprovalOutcome(id, item),

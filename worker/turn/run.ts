@@ -17,6 +17,7 @@ import { parseSolr } from "../rag/solr.ts";
 import type { Runtime } from "../runtime.ts";
 import type { TranscriptInput } from "../data/transcripts.ts";
 import { recordLlmCall, type MetricsContext } from "../metrics/recorder.ts";
+import type { CallRequestOptions } from "../backends/model-request.ts";
 import { startModelCall } from "./backend-call.ts";
 import { blockedStream, collect, collectShielded, type Collected } from "./collect.ts";
 import { chooseModel } from "./models.ts";
@@ -120,14 +121,15 @@ const NO_MCP: TurnMcp = { servers: [], maxInferIters: MCP_DEFAULT_MAX_INFER_ITER
 /**
  * Calls the backend with the whole history (or stands in with the shields' refusal); with MCP tools,
  * the gateway's tool loop runs around the model calls. Resolves once the backend has accepted the
- * first call; throws ApiError when it could not start.
+ * first call; throws ApiError when it could not start. `call.sent` hears of every model call sent.
  */
-export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: PreparedTurn, history: Item[], signal: AbortSignal, tools: AnswerTools): Promise<OpenAnswer> {
+export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: PreparedTurn, history: Item[], call: CallRequestOptions, tools: AnswerTools): Promise<OpenAnswer> {
+  const { signal } = call;
   const model = prepared.model.model;
   if (prepared.verdict) return blockedStream(prepared.verdict.refusal, model.identifier, plan.instructions);
   const input = [...history, ...withInlineContext(backendInput(plan.input), prepared.retrieval.context)];
   const params = { ...plan.params, model: model.identifier, instructions: plan.instructions, store: false };
-  if (!plan.mcp && tools.resumed.length === 0) return startModelCall(rt, model, { ...params, input: input as never }, plan.streaming, signal);
+  if (!plan.mcp && tools.resumed.length === 0) return startModelCall(rt, model, { ...params, input: input as never }, plan.streaming, call);
 
   const mcp = plan.mcp ?? NO_MCP;
   const own = plan.params.tools ?? [];
@@ -145,7 +147,7 @@ export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: Prepared
           tool_choice: offered.length > 0 ? (toolChoice as typeof params.tool_choice) : undefined,
         },
         plan.streaming,
-        signal,
+        call,
       );
     },
     { ...tools, toolbox, mcp, toolChoice: plan.params.tool_choice, signal },

@@ -65,7 +65,7 @@ export async function runStatelessTurn(env: Env, ctx: { waitUntil(promise: Promi
   let collected: Collected;
   try {
     prepared = await prepareTurn(rt, plan, model);
-    const answer = await openAnswer(rt, plan, prepared, [], signal, NO_APPROVALS);
+    const answer = await openAnswer(rt, plan, prepared, [], { signal }, NO_APPROVALS);
     collected = await readAnswer(rt, plan, prepared, answer, signal, async () => undefined);
   } catch (error) {
     if (prepared && !prepared.verdict) recordCall(false);

@@ -11,7 +11,7 @@ const TOPIC_SUMMARY_INSTRUCTIONS =
 export async function generateTopicSummary(rt: Runtime, model: ModelInfo, question: string): Promise<string | null> {
   try {
     // Bounded by the backend's time-out like the turn's own call; nothing else stops it.
-    const events = await startModelCall(rt, model, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, new AbortController().signal);
+    const events = await startModelCall(rt, model, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, { signal: new AbortController().signal });
     let text = "";
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
     return text ? text.slice(0, 1000) : null;
