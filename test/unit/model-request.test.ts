@@ -42,6 +42,21 @@ describe("the request", () => {
     await postModel<BackendResponse>(client, "/responses", body("hello", false), open());
     expect(lastRequest()).toEqual(sdk);
   });
+
+  it("tells `sent` once it is on its way, before the backend has answered", async () => {
+    const heard: string[] = [];
+    const answered = postModel<BackendResponse>(client, "/responses", body("hi #late=300", false), { ...open(), sent: () => heard.push("sent") }).then(() => heard.push("answered"));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(heard).toEqual(["sent"]);
+    await answered;
+    expect(heard).toEqual(["sent", "answered"]);
+
+    // A call that never reached a backend was still handed to fetch.
+    const down = new OpenAI({ baseURL: "http://127.0.0.1:9/v1", apiKey: "k", maxRetries: 0 });
+    let downSent = 0;
+    await failureOf(streamModel(down, "/responses", body("hi", true), { ...open(), sent: () => downSent++ }));
+    expect(downSent).toBe(1);
+  });
 });
 
 describe("the answer", () => {
