@@ -119,7 +119,7 @@ export const VARIANTS: Array<{ name: string; what: string }> = [
   { name: "do-rpc-control-stream", what: "+ the same with a ReadableStream returned over RPC" },
   { name: "persisted-minimum", what: "+ DO begin, then DO complete ‖ one D1 batch of the two writes: the previous design's round-trips, nothing else" },
   { name: "do-turn-minimum", what: "one RPC to a Durable Object that calls the backend and records the turn: the current design's round-trips, nothing else" },
-  { name: "do-turn-marked", what: "+ a running marker committed before the backend call, as a restart mid-turn needs (two commits a turn)" },
+  { name: "do-turn-marked", what: "+ a running marker written as the backend call leaves, as a restart mid-turn needs (two commits a turn)" },
   { name: "do-turn-marked-sdk", what: "+ the backend call as Parley makes it (SDK-prepared, SDK-parsed): the current design's whole minimum" },
 ];
 

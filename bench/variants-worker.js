@@ -48,18 +48,26 @@ export class VariantDO extends DurableObject {
 
   /**
    * The new turn's minimum: the Durable Object makes the backend call itself and records the turn,
-   * in the one RPC the Worker makes. `marked`: a running marker is stored before the call and
-   * removed with the turn's commit (what a restart mid-turn needs), so the turn commits twice.
-   * `viaSdk`: the call is made as the gateway makes it (the SDK's prepared request, its parsers).
+   * in the one RPC the Worker makes. `marked`: a running marker is stored once the call is on its
+   * way, as the gateway does, and removed with the turn's commit (what a restart mid-turn needs),
+   * so the turn commits twice. `viaSdk`: the call is made as the gateway makes it (the SDK's
+   * prepared request, its parsers).
    * @param {string} question @param {boolean} marked @param {boolean} viaSdk
    */
   async turn(question, marked = false, viaSdk = false) {
     const { next } = await this.begin(false);
     const sql = this.ctx.storage.sql;
-    if (marked) sql.exec("INSERT OR REPLACE INTO running (n, question) VALUES (?, ?)", next, question);
-    const body = viaSdk
-      ? JSON.stringify(await postModel(sdk(this.env), "/responses", JSON.stringify({ model: MODEL, input: question, stream: false }), open()))
-      : await (await backend(this.env, question, false)).text();
+    const sent = () => {
+      if (marked) sql.exec("INSERT OR REPLACE INTO running (n, question) VALUES (?, ?)", next, question);
+    };
+    let body;
+    if (viaSdk) {
+      body = JSON.stringify(await postModel(sdk(this.env), "/responses", JSON.stringify({ model: MODEL, input: question, stream: false }), { ...open(), sent }));
+    } else {
+      const answer = backend(this.env, question, false);
+      sent();
+      body = await (await answer).text();
+    }
     this.ctx.storage.transactionSync(() => {
       if (marked) sql.exec("DELETE FROM running WHERE n = ?", next);
       sql.exec("INSERT OR REPLACE INTO turns (n, body) VALUES (?, ?)", next, body);
@@ -242,7 +250,7 @@ const VARIANTS = {
   "do-turn-minimum": async (env, question, id) =>
     new Response(await env.TURNS.getByName(id).turn(question), { headers: { "content-type": "application/json" } }),
 
-  // The same with a running marker committed before the backend call (a restart records the turn).
+  // The same with a running marker written as the backend call leaves (a restart records the turn).
   "do-turn-marked": async (env, question, id) =>
     new Response(await env.TURNS.getByName(id).turn(question, true), { headers: { "content-type": "application/json" } }),
 
