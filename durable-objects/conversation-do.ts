@@ -10,7 +10,8 @@
 // - Durability: a turn is committed (its rows and what must follow it, in one transaction) before
 //   its last event is sent. A running turn leaves a marker once its model call is on its way; an
 //   object that restarts mid-turn records that turn as incomplete and carries out what the marker
-//   says must follow (quota settlement).
+//   says must follow (quota settlement). A new conversation is written with its first turn's
+//   marker or commit: besides a compaction's summary, nothing is written before a turn's model call.
 // - The outbox: work after a turn that must happen but not on the client's wait path (the record
 //   store, quota settlement, transcripts) is stored with the turn and delivered from here, retried
 //   with backoff (alarm) until it succeeds. Entries are idempotent, so a delivery that succeeded but
@@ -149,7 +150,11 @@ const SCHEMA_VERSION = "2";
 type TurnRow = Record<string, string | number | null>;
 
 export abstract class ConversationDurableObject extends DurableObject<Env> {
-  protected readonly sql: SqlStorage;
+  private readonly rawSql: SqlStorage;
+  /** Whether the schema exists: an object that has stored nothing creates it with its first write. */
+  private schemaReady: boolean;
+  /** A conversation its first turn created, written with that turn's marker or commit (see create). */
+  private unsaved: { owner: string; createdAt: string; seed: StoredTurn[] } | null = null;
   private tail: Promise<void> = Promise.resolve();
   // What storage holds, kept in memory once read: every turn replays the whole history.
   private cachedOwner: string | null | undefined;
@@ -172,14 +177,44 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.sql = ctx.storage.sql;
-    this.sql.exec(SCHEMA);
-    this.sql.exec("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", SCHEMA_VERSION);
+    this.rawSql = ctx.storage.sql;
+    // Nothing is written here (unless an older schema is brought up to date): a write holds every
+    // message the object sends until it is durable (its output gate), so one made now would hold
+    // the model call of the turn that woke the object. A new object's schema comes with its first write.
+    const stored = this.rawSql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").toArray().length > 0;
+    this.schemaReady = stored;
+    this.forgetCached();
+    if (stored && this.meta("schema_version") !== SCHEMA_VERSION) this.createSchema();
     // After the subclass's constructor has run too: recovery delivers through it.
-    void ctx.blockConcurrencyWhile(async () => {
-      await null;
-      this.recoverAbandonedTurns();
-    });
+    if (stored) {
+      void ctx.blockConcurrencyWhile(async () => {
+        await null;
+        this.recoverAbandonedTurns();
+      });
+    }
+  }
+
+  /** The object's SQL storage, its schema created first if it was not yet. */
+  protected get sql(): SqlStorage {
+    if (!this.schemaReady) this.createSchema();
+    return this.rawSql;
+  }
+
+  private createSchema(): void {
+    this.schemaReady = true;
+    this.rawSql.exec(SCHEMA);
+    this.setMeta("schema_version", SCHEMA_VERSION);
+  }
+
+  /** Drops what was kept in memory, to be read again; an object without a schema is known to be empty. */
+  private forgetCached(): void {
+    const empty = !this.schemaReady;
+    this.cachedOwner = empty ? null : undefined;
+    this.cachedMeta = empty ? new Map() : null;
+    this.cachedTurns = empty ? [] : null;
+    this.cachedHistory = null;
+    this.cachedHistoryBytes = null;
+    if (empty) this.mayHaveApprovals = false;
   }
 
   /** Carries out outbox entries: throws when they must be tried again later. */
@@ -201,23 +236,41 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     return owner === userId || others ? "ok" : "forbidden";
   }
 
-  /** Creates the conversation for `userId`, seeded with turns copied from another (a fork). */
+  /**
+   * Creates the conversation for `userId`, seeded with turns copied from another (a fork). It exists
+   * in memory at once (later requests find it and wait for its first turn) and is written with
+   * that turn's running marker or its commit, so that no write holds the turn's model call; a
+   * first turn that ends without either leaves no conversation (forgetCreation).
+   */
   protected create(userId: string, seed: StoredTurn[] = []): void {
-    try {
-      this.ctx.storage.transactionSync(() => {
-        this.setMeta("owner", userId);
-        this.setMeta("created_at", new Date().toISOString());
-        for (const turn of seed) this.insertTurn(turn);
-      });
-    } catch (error) {
-      // Rolled back: what was kept in memory meanwhile is read again from storage.
-      this.cachedMeta = null;
-      this.cachedTurns = null;
-      this.cachedHistory = null;
-      this.cachedHistoryBytes = null;
-      throw error;
-    }
+    const createdAt = new Date().toISOString();
+    this.meta("owner");
+    this.cachedMeta!.set("owner", userId).set("created_at", createdAt);
     this.cachedOwner = userId;
+    this.turns();
+    for (const turn of seed) this.remember(turn);
+    this.unsaved = { owner: userId, createdAt, seed };
+  }
+
+  /** Runs `write` in one transaction with the conversation its first turn created, if still unwritten. */
+  private withCreation(write: () => void): void {
+    const creation = this.unsaved;
+    this.ctx.storage.transactionSync(() => {
+      if (creation) {
+        this.setMeta("owner", creation.owner);
+        this.setMeta("created_at", creation.createdAt);
+        for (const turn of creation.seed) this.writeTurn(turn);
+      }
+      write();
+    });
+    this.unsaved = null;
+  }
+
+  /** The first turn ended without being recorded: the conversation it created does not exist. */
+  protected forgetCreation(): void {
+    if (!this.unsaved) return;
+    this.unsaved = null;
+    this.forgetCached();
   }
 
   /** The conversation's small facts (owner, creation time, topic, summary), all read once and kept. */
@@ -272,7 +325,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       let data = JSON.stringify(turn);
       if (data.length > CHUNK_UNITS) data = JSON.stringify({ ...turn, input: [{ type: "message", role: "user", content: turn.userText.slice(0, CHUNK_UNITS / 4) }] });
       try {
-        this.sql.exec("INSERT OR REPLACE INTO running_turns (request_id, data) VALUES (?, ?)", turn.requestId, data);
+        this.withCreation(() => this.sql.exec("INSERT OR REPLACE INTO running_turns (request_id, data) VALUES (?, ?)", turn.requestId, data));
       } catch (error) {
         log.error(`conversation turn ${turn.requestId}: could not leave its running marker (a restart would not record it)`, error);
       }
@@ -299,7 +352,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     const exists = this.owner() !== null;
     const stored: StoredTurn = { ...turn, turnNumber: this.nextTurnNumber() };
     const kept = exists ? afterwards : afterwards.filter((entry) => !entry.key);
-    this.ctx.storage.transactionSync(() => {
+    this.withCreation(() => {
       this.clearRunning(turn.requestId);
       if (exists) {
         this.insertTurn(stored);
@@ -388,7 +441,13 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   }
 
   private insertTurn(turn: StoredTurn): void {
-    const turns = this.turns();
+    // Read before the write, so that the new row is not read with the rest and then added again.
+    this.turns();
+    this.writeTurn(turn);
+    this.remember(turn);
+  }
+
+  private writeTurn(turn: StoredTurn): void {
     // A turn's JSON stays in its row when the row can hold it (one table written), in blobs when not.
     const input = JSON.stringify(turn.input);
     const output = JSON.stringify(turn.output);
@@ -408,8 +467,11 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       ...(inline ? [input, output, summary] : ["", "", ""]),
     );
     if (!inline) this.writeBlob(`turn:${turn.turnNumber}`, `{"input":${input},"output":${output},"summary":${summary}}`);
-    // Numbers only grow (seeds arrive in order before any turn), so appending keeps the order.
-    turns.push(turn);
+  }
+
+  /** Adds a turn to what is kept in memory (numbers only grow: seeds arrive in order before any turn). */
+  private remember(turn: StoredTurn): void {
+    this.turns().push(turn);
     const added = turnHistory(turn);
     this.cachedHistory?.push(...added);
     if (this.cachedHistoryBytes !== null && added.length > 0) this.cachedHistoryBytes += utf8Bytes(JSON.stringify(added)) + 1;
@@ -539,6 +601,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   protected async erase(): Promise<void> {
     for (const turn of this.active.values()) turn.abort.abort("the conversation was deleted");
     this.cachedOwner = null;
+    this.unsaved = null;
     await this.flushing;
     this.ctx.storage.transactionSync(() => {
       this.sql.exec("DELETE FROM turns");

@@ -145,11 +145,8 @@ describe("questions larger than the model or the storage take", () => {
 });
 
 describe("a conversation's Durable Object that restarts mid-turn", () => {
-  it("records the running turn as incomplete, and the conversation goes on", { timeout: 20_000 }, async () => {
-    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the restart" }, user: "restart" });
-    const id = first.body.conversation_id;
-    const question = "one two three four five six seven eight #slow=500";
-    const stream = await call("/v1/streaming_query", { json: { query: question, conversation_id: id }, user: "restart" });
+  /** Reads a stream until its first token, restarts every Durable Object, and reads what is left. */
+  async function restartAfterFirstToken(stream: Response): Promise<string> {
     const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
     let seen = "";
     while (!seen.includes('"event":"token"')) {
@@ -164,6 +161,14 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
       const next = await reader.read().catch(() => ({ done: true as const, value: undefined }));
       if (next.done) break;
     }
+    return seen;
+  }
+
+  it("records the running turn as incomplete, and the conversation goes on", { timeout: 20_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the restart" }, user: "restart" });
+    const id = first.body.conversation_id;
+    const question = "one two three four five six seven eight #slow=500";
+    await restartAfterFirstToken(await call("/v1/streaming_query", { json: { query: question, conversation_id: id }, user: "restart" }));
 
     const after = await callJson<{ response: string }>("/v1/query", { json: { query: "after the restart", conversation_id: id }, user: "restart" });
     expect(after.status).toBe(200);
@@ -173,5 +178,19 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["before the restart", question, "after the restart"]);
     // Recorded without an answer: the partial text was lost with the object's memory.
     expect(detail.body.chat_history[1]!.messages.slice(1).map((message) => message.content).join("")).toBe("");
+  });
+
+  it("keeps a conversation whose first turn was running (it is written with that turn's marker)", { timeout: 20_000 }, async () => {
+    const question = "a first question, cut short #slow=500";
+    const seen = await restartAfterFirstToken(await call("/v1/streaming_query", { json: { query: question }, user: "restart-new" }));
+    const id = /"conversation_id":"([^"]+)"/.exec(seen)![1]!;
+
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "restart-new" });
+    expect(detail.status).toBe(200);
+    expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual([question]);
+    const other = await call(`/v1/conversations/${id}`, { user: "someone-else" });
+    expect(other.status).toBe(403);
+    const after = await callJson<{ response: string }>("/v1/query", { json: { query: "and now", conversation_id: id }, user: "restart-new" });
+    expect(after.body.response).toBe("[user_turns=2] You said: and now");
   });
 });

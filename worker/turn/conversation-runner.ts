@@ -171,8 +171,12 @@ export class ConversationDO extends ConversationDurableObject {
       }
       return await this.start(rt, plan, releaseOnce);
     } finally {
-      // A turn that started releases its slot when it ends; one that did not, here.
-      if (!this.running.has(plan.requestId)) releaseOnce();
+      // A turn that started releases its slot when it ends; one that did not, here (and a
+      // conversation it created is not kept).
+      if (!this.running.has(plan.requestId)) {
+        this.forgetCreation();
+        releaseOnce();
+      }
     }
   }
 
