@@ -252,15 +252,17 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     this.unsaved = { owner: userId, createdAt, seed };
   }
 
-  /** Runs `write` in one transaction with the conversation its first turn created, if still unwritten. */
+  /**
+   * Runs `write` (one transaction, or one statement) in one transaction with the conversation its
+   * first turn created, if that is still unwritten.
+   */
   private withCreation(write: () => void): void {
     const creation = this.unsaved;
+    if (!creation) return write();
     this.ctx.storage.transactionSync(() => {
-      if (creation) {
-        this.setMeta("owner", creation.owner);
-        this.setMeta("created_at", creation.createdAt);
-        for (const turn of creation.seed) this.writeTurn(turn);
-      }
+      this.setMeta("owner", creation.owner);
+      this.setMeta("created_at", creation.createdAt);
+      for (const turn of creation.seed) this.writeTurn(turn);
       write();
     });
     this.unsaved = null;
@@ -352,14 +354,16 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     const exists = this.owner() !== null;
     const stored: StoredTurn = { ...turn, turnNumber: this.nextTurnNumber() };
     const kept = exists ? afterwards : afterwards.filter((entry) => !entry.key);
-    this.withCreation(() => {
-      this.clearRunning(turn.requestId);
-      if (exists) {
-        this.insertTurn(stored);
-        if (approvals) this.recordApprovals(turn.requestId, approvals);
-      }
-      this.addToOutbox(kept);
-    });
+    this.withCreation(() =>
+      this.ctx.storage.transactionSync(() => {
+        this.clearRunning(turn.requestId);
+        if (exists) {
+          this.insertTurn(stored);
+          if (approvals) this.recordApprovals(turn.requestId, approvals);
+        }
+        this.addToOutbox(kept);
+      }),
+    );
     this.deliverSoon(kept);
     if (exists && approvals && (approvals.created.length > 0 || approvals.answered.length > 0)) this.scheduleApprovalWake();
     return exists ? stored : null;
