@@ -181,7 +181,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     // Nothing is written here (unless an older schema is brought up to date): a write holds every
     // message the object sends until it is durable (its output gate), so one made now would hold
     // the model call of the turn that woke the object. A new object's schema comes with its first write.
-    const stored = this.rawSql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").toArray().length > 0;
+    const stored = this.hasSchema();
     this.schemaReady = stored;
     this.forgetCached();
     if (stored && this.meta("schema_version") !== SCHEMA_VERSION) this.createSchema();
@@ -191,6 +191,20 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         await null;
         this.recoverAbandonedTurns();
       });
+    }
+  }
+
+  private hasSchema(): boolean {
+    return this.rawSql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").toArray().length > 0;
+  }
+
+  /** Runs `write` in one transaction; after a rollback, a schema it created is known to be gone. */
+  private transaction(write: () => void): void {
+    try {
+      this.ctx.storage.transactionSync(write);
+    } catch (error) {
+      this.schemaReady = this.hasSchema();
+      throw error;
     }
   }
 
@@ -259,7 +273,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private withCreation(write: () => void): void {
     const creation = this.unsaved;
     if (!creation) return write();
-    this.ctx.storage.transactionSync(() => {
+    this.transaction(() => {
       this.setMeta("owner", creation.owner);
       this.setMeta("created_at", creation.createdAt);
       for (const turn of creation.seed) this.writeTurn(turn);
@@ -337,7 +351,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   /** Ends a running turn without recording it (it never reached the backend). */
   protected abandonRunning(requestId: string, afterwards: OutboxEntry[] = []): void {
     this.active.delete(requestId);
-    this.ctx.storage.transactionSync(() => {
+    this.transaction(() => {
       this.clearRunning(requestId);
       this.addToOutbox(afterwards);
     });
@@ -355,7 +369,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     const stored: StoredTurn = { ...turn, turnNumber: this.nextTurnNumber() };
     const kept = exists ? afterwards : afterwards.filter((entry) => !entry.key);
     this.withCreation(() =>
-      this.ctx.storage.transactionSync(() => {
+      this.transaction(() => {
         this.clearRunning(turn.requestId);
         if (exists) {
           this.insertTurn(stored);
@@ -607,7 +621,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     this.cachedOwner = null;
     this.unsaved = null;
     await this.flushing;
-    this.ctx.storage.transactionSync(() => {
+    this.transaction(() => {
       this.sql.exec("DELETE FROM turns");
       this.sql.exec("DELETE FROM blobs WHERE key LIKE 'turn:%'");
       this.sql.exec("DELETE FROM meta WHERE key <> 'schema_version'");

@@ -1,6 +1,7 @@
 // A turn under faults, through the Worker: a backend that stalls, an answer that runs longer than
 // the time-out, quotas under concurrency, and questions larger than the model or the storage take.
-import { abortAllDurableObjects } from "cloudflare:test";
+import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
 import { call, callJson, eventually, readSse, testConfig } from "./helpers.ts";
 
@@ -192,5 +193,24 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     expect(other.status).toBe(403);
     const after = await callJson<{ response: string }>("/v1/query", { json: { query: "and now", conversation_id: id }, user: "restart-new" });
     expect(after.body.response).toBe("[user_turns=2] You said: and now");
+  });
+});
+
+describe("a new conversation's first write", () => {
+  it("leaves its object usable when it rolls back (the schema it created is gone with it)", async () => {
+    const stub = env.CONVERSATION.getByName(`rollback-${crypto.randomUUID()}`);
+    await runInDurableObject(stub, (instance) => {
+      // The object's own steps, as a turn takes them: the conversation is written with the turn's first write.
+      const object = instance as unknown as { create(userId: string): void; withCreation(write: () => void): void; access(userId: string): string; sql: SqlStorage };
+      object.create("rollback-user");
+      expect(() =>
+        object.withCreation(() => {
+          throw new Error("the write failed");
+        }),
+      ).toThrow("the write failed");
+      object.withCreation(() => {});
+      expect(object.access("rollback-user")).toBe("ok");
+      expect(object.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").one().value).toBe("rollback-user");
+    });
   });
 });
