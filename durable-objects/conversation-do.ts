@@ -149,12 +149,15 @@ const SCHEMA_VERSION = "2";
 
 type TurnRow = Record<string, string | number | null>;
 
+/** A conversation its first turn created, not yet written. */
+type Creation = { owner: string; createdAt: string; seed: StoredTurn[] };
+
 export abstract class ConversationDurableObject extends DurableObject<Env> {
   private readonly rawSql: SqlStorage;
   /** Whether the schema exists: an object that has stored nothing creates it with its first write. */
   private schemaReady: boolean;
   /** A conversation its first turn created, written with that turn's marker or commit (see create). */
-  private unsaved: { owner: string; createdAt: string; seed: StoredTurn[] } | null = null;
+  private unsaved: Creation | null = null;
   private tail: Promise<void> = Promise.resolve();
   // What storage holds, kept in memory once read: every turn replays the whole history.
   private cachedOwner: string | null | undefined;
@@ -198,12 +201,17 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     return this.rawSql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").toArray().length > 0;
   }
 
-  /** Runs `write` in one transaction; after a rollback, a schema it created is known to be gone. */
+  /**
+   * Runs `write` in one transaction. After a rollback, what it changed is read from storage again
+   * (a schema it created is gone; a conversation not yet written is still kept in memory).
+   */
   private transaction(write: () => void): void {
     try {
       this.ctx.storage.transactionSync(write);
     } catch (error) {
       this.schemaReady = this.hasSchema();
+      this.forgetCached();
+      if (this.unsaved) this.keepInMemory(this.unsaved);
       throw error;
     }
   }
@@ -257,13 +265,16 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
    * first turn that ends without either leaves no conversation (forgetCreation).
    */
   protected create(userId: string, seed: StoredTurn[] = []): void {
-    const createdAt = new Date().toISOString();
+    this.unsaved = { owner: userId, createdAt: new Date().toISOString(), seed };
+    this.keepInMemory(this.unsaved);
+  }
+
+  private keepInMemory(creation: Creation): void {
     this.meta("owner");
-    this.cachedMeta!.set("owner", userId).set("created_at", createdAt);
-    this.cachedOwner = userId;
+    this.cachedMeta!.set("owner", creation.owner).set("created_at", creation.createdAt);
+    this.cachedOwner = creation.owner;
     this.turns();
-    for (const turn of seed) this.remember(turn);
-    this.unsaved = { owner: userId, createdAt, seed };
+    for (const turn of creation.seed) this.remember(turn);
   }
 
   /**

@@ -208,6 +208,8 @@ describe("a new conversation's first write", () => {
           throw new Error("the write failed");
         }),
       ).toThrow("the write failed");
+      // Not written, still the caller's in memory: the turn's next write writes it.
+      expect(object.access("rollback-user")).toBe("ok");
       object.withCreation(() => {});
       expect(object.access("rollback-user")).toBe("ok");
       expect(object.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'owner'").one().value).toBe("rollback-user");
