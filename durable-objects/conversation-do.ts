@@ -270,6 +270,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   }
 
   private keepInMemory(creation: Creation): void {
+    // What storage holds is read first (meta, turns), so that the creation is added to it.
     this.meta("owner");
     this.cachedMeta!.set("owner", creation.owner).set("created_at", creation.createdAt);
     this.cachedOwner = creation.owner;
