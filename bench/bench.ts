@@ -4,7 +4,7 @@
 import { arch, availableParallelism, cpus, loadavg, platform, release, totalmem } from "node:os";
 import { join } from "node:path";
 import { mkdir, rm } from "node:fs/promises";
-import { percentile, postJson, runLoad, streamSample, type LoadResult, type StreamSample } from "./load.ts";
+import { combineLoads, percentile, postJson, runLoad, streamSample, type LoadResult, type StreamSample } from "./load.ts";
 import { stopAll, waitForOk } from "./processes.ts";
 import { runProfile, type ProfileReport } from "./profile.ts";
 import {
@@ -43,6 +43,11 @@ export interface BenchOptions {
   concurrency: number[];
   /** Requests per connection in a load run: /v1/query conversations grow by this many turns. */
   turnsPerConnection: number;
+  /**
+   * Rounds a load run is split into, floor and gateway alternating (which goes first alternates
+   * too), so that a moment when the shared machine is busy falls on both and not on one of them.
+   */
+  rounds: number;
   /** A load run stops after this long even if it has not sent all its requests. */
   maxSecondsPerRun: number;
   /** Sequential requests of every kind to every target before measuring. */
@@ -63,6 +68,7 @@ export const DEFAULT_OPTIONS: BenchOptions = {
   modes: ["miniflare", "miniflare-tmpfs", "wrangler-dev"],
   concurrency: [1, 10, 50],
   turnsPerConnection: 100,
+  rounds: 4,
   maxSecondsPerRun: 120,
   warmupRequests: 20,
   ttftSamples: 40,
@@ -81,8 +87,11 @@ export interface LoadRow {
   mode: Mode;
   endpoint: Endpoint;
   connections: number;
+  /** Every round's answers taken together. */
   floor: LoadResult;
   gateway: LoadResult;
+  /** Gateway req/s ÷ floor req/s in each round. */
+  roundRatios: number[];
 }
 
 export interface StreamStats {
@@ -352,9 +361,11 @@ function responsesBody(stream: boolean): Record<string, unknown> {
 
 /**
  * /v1/query continues a conversation on every request. A conversation's turns are serialized by
- * design, so each connection gets a conversation of its own (N conversations at concurrency N);
- * the floor is sent the same bodies. /v1/responses is an unmodified OpenAI client's request: no
- * conversation, so every request starts a new one (and Parley's topic summary call with it).
+ * design, so each connection gets a conversation of its own (N conversations at concurrency N),
+ * kept through every round; the floor is sent the same bodies. /v1/responses is an unmodified
+ * OpenAI client's request: no conversation, so every request starts a new one (and Parley's topic
+ * summary call with it). The run is split into rounds, floor and gateway alternating, each
+ * gateway round followed by a quiet spell for its deferred work.
  */
 async function measureLoad(mode: Mode, endpoint: Endpoint, connections: number, targets: TargetPair, backend: Target, options: BenchOptions): Promise<LoadRow> {
   let bodies: string[];
@@ -366,17 +377,32 @@ async function measureLoad(mode: Mode, endpoint: Endpoint, connections: number, 
   } else {
     bodies = [JSON.stringify(responsesBody(false))];
   }
-  const spec = {
-    path: endpoint.slice("POST ".length),
-    bodies,
+  const rounds = Math.max(1, Math.min(options.rounds, options.turnsPerConnection));
+  const spec = { path: endpoint.slice("POST ".length), bodies, connections, maxSeconds: options.maxSecondsPerRun };
+  const floor: LoadResult[] = [];
+  const gateway: LoadResult[] = [];
+  for (let round = 0; round < rounds; round++) {
+    // The round's share of the requests per connection, so that the rounds add up to the run's.
+    const turns = Math.floor((options.turnsPerConnection * (round + 1)) / rounds) - Math.floor((options.turnsPerConnection * round) / rounds);
+    const run = (target: Target) => runLoad({ ...spec, amount: connections * turns, url: target.url, cpu: { target: target.cpuMs, backend: backend.cpuMs } });
+    if (round % 2 === 0) {
+      floor.push(await run(targets.floor));
+      gateway.push(await run(targets.gateway));
+      await quiet();
+    } else {
+      gateway.push(await run(targets.gateway));
+      await quiet();
+      floor.push(await run(targets.floor));
+    }
+  }
+  return {
+    mode,
+    endpoint,
     connections,
-    amount: connections * options.turnsPerConnection,
-    maxSeconds: options.maxSecondsPerRun,
+    floor: combineLoads(floor),
+    gateway: combineLoads(gateway),
+    roundRatios: gateway.map((result, index) => result.rps / floor[index]!.rps),
   };
-  const floor = await runLoad({ ...spec, url: targets.floor.url, cpu: { target: targets.floor.cpuMs, backend: backend.cpuMs } });
-  await quiet();
-  const gateway = await runLoad({ ...spec, url: targets.gateway.url, cpu: { target: targets.gateway.cpuMs, backend: backend.cpuMs } });
-  return { mode, endpoint, connections, floor, gateway };
 }
 
 /** Sequential samples, floor and gateway alternating, so both see the same machine. */

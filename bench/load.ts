@@ -41,6 +41,8 @@ export interface LoadResult {
   targetCpuMs: number;
   /** CPU (ms) per 2xx answer spent by the backend. */
   backendCpuMs: number;
+  /** Every 2xx answer's latency, ascending. */
+  latencies: number[];
 }
 
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
@@ -89,6 +91,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           capped,
           targetCpuMs: perAnswer(cpuBefore.target, spec.cpu?.target()),
           backendCpuMs: perAnswer(cpuBefore.backend, spec.cpu?.backend()),
+          latencies: sorted,
         });
       },
     );
@@ -108,6 +111,34 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
       instance.stop();
     }, spec.maxSeconds * 1000);
   });
+}
+
+/** Load runs of one target taken as one: counts and time added up, latencies and CPU over every answer. */
+export function combineLoads(parts: LoadResult[]): LoadResult {
+  const sum = (pick: (part: LoadResult) => number) => parts.reduce((total, part) => total + pick(part), 0);
+  const ok = sum((part) => part.ok);
+  const seconds = sum((part) => part.seconds);
+  const latencies = parts.flatMap((part) => part.latencies).sort((a, b) => a - b);
+  const statusCodes: Record<string, number> = {};
+  for (const part of parts) for (const [code, count] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
+  return {
+    connections: parts[0]?.connections ?? 0,
+    requests: sum((part) => part.requests),
+    ok,
+    non2xx: sum((part) => part.non2xx),
+    errors: sum((part) => part.errors),
+    seconds,
+    rps: seconds > 0 ? ok / seconds : 0,
+    p50: percentile(latencies, 0.5),
+    p99: percentile(latencies, 0.99),
+    max: latencies.at(-1) ?? NaN,
+    mean: latencies.length ? latencies.reduce((total, value) => total + value, 0) / latencies.length : NaN,
+    statusCodes,
+    capped: parts.some((part) => part.capped),
+    targetCpuMs: ok ? sum((part) => part.targetCpuMs * part.ok) / ok : NaN,
+    backendCpuMs: ok ? sum((part) => part.backendCpuMs * part.ok) / ok : NaN,
+    latencies,
+  };
 }
 
 /** Nearest-rank percentile of an ascending array. */

@@ -81,7 +81,8 @@ export function renderRun(report: BenchReport, command: string): string {
     "`/v1/query` continues a conversation on every request, one conversation per connection (turns of one conversation are serialized by design, " +
       `so concurrency N uses N conversations, each growing by ${options.turnsPerConnection} turns during the run). \`/v1/responses\` is a plain ` +
       "OpenAI-client request (no conversation): Parley starts a new conversation for each, with its topic-summary call. Latency in ms; " +
-      "added = gateway − floor; ratio = gateway req/s ÷ floor req/s. CPU = CPU time per answer of the target's processes " +
+      `added = gateway − floor; ratio = gateway req/s ÷ floor req/s, the median over ${options.rounds} rounds in which floor and gateway alternate ` +
+      "(req/s, latency and CPU are over every round's answers). CPU = CPU time per answer of the target's processes " +
       "(Miniflare: its workerd, which also runs D1, the Durable Objects and Miniflare's entry Worker; wrangler dev: npm, wrangler and workerd) " +
       "and of the backend, floor / gateway, from /proc.",
   );
@@ -131,11 +132,16 @@ export function renderRun(report: BenchReport, command: string): string {
   return lines.join("\n");
 }
 
+/** The gateway's share of the floor's req/s: the median over the rounds, each measured side by side. */
+function loadRatio(row: LoadRow): number {
+  return median(row.roundRatios);
+}
+
 function loadLine(row: LoadRow): string {
   const { floor, gateway } = row;
   const requests = `${floor.ok}/${gateway.ok}${floor.capped || gateway.capped ? " (capped)" : ""}`;
   return (
-    `| ${row.mode} | ${row.endpoint} | ${row.connections} | ${rate(floor.rps)} | ${rate(gateway.rps)} | ${ratio(gateway.rps / floor.rps)} | ` +
+    `| ${row.mode} | ${row.endpoint} | ${row.connections} | ${rate(floor.rps)} | ${rate(gateway.rps)} | ${ratio(loadRatio(row))} | ` +
     `${ms(floor.p50)} | ${ms(gateway.p50)} | ${signed(gateway.p50 - floor.p50)} | ${ms(floor.p99)} | ${ms(gateway.p99)} | ${signed(gateway.p99 - floor.p99)} | ` +
     `${ms(floor.targetCpuMs)} / ${ms(gateway.targetCpuMs)} | ${ms(floor.backendCpuMs)} / ${ms(gateway.backendCpuMs)} | ${requests} |`
   );
@@ -159,7 +165,7 @@ function targetLines(report: BenchReport): string[] {
     const busy = report.load.find((row) => row.mode === mode && row.endpoint === "POST /v1/query" && row.connections === 10);
     const single = report.load.find((row) => row.mode === mode && row.endpoint === "POST /v1/query" && row.connections === 1);
     if (busy) {
-      const share = busy.gateway.rps / busy.floor.rps;
+      const share = loadRatio(busy);
       lines.push(`| throughput at concurrency 10 ≥ 0.35 × the floor's (aim 0.5) | ${label} | ${ratio(share)} × | ${share >= 0.35 ? "yes" : "no"} |`);
     }
     if (single) {

@@ -11,6 +11,7 @@ const HELP = `npm run bench -- [options]            (environment variable in bra
   --modes LIST               miniflare,miniflare-tmpfs,wrangler-dev         [BENCH_MODES]
   --concurrency LIST         connections per load run, default 1,10,50      [BENCH_CONCURRENCY]
   --turns N                  requests per connection per load run, 100      [BENCH_TURNS]
+  --rounds N                 floor/gateway rounds per load run, 4           [BENCH_ROUNDS]
   --max-seconds N            cap on one load run, 120                       [BENCH_MAX_SECONDS]
   --warmup N                 warm-up rounds per target, 20                  [BENCH_WARMUP]
   --ttft-samples N           streams per target and endpoint, 40            [BENCH_TTFT_SAMPLES]
@@ -45,6 +46,7 @@ try {
       modes: { type: "string" },
       concurrency: { type: "string" },
       turns: { type: "string" },
+      rounds: { type: "string" },
       "max-seconds": { type: "string" },
       warmup: { type: "string" },
       "ttft-samples": { type: "string" },
@@ -79,6 +81,7 @@ const options: Partial<BenchOptions> = {
   modes,
   concurrency,
   turnsPerConnection: integer("--turns", values.turns ?? env.BENCH_TURNS, DEFAULT_OPTIONS.turnsPerConnection, 1),
+  rounds: integer("--rounds", values.rounds ?? env.BENCH_ROUNDS, DEFAULT_OPTIONS.rounds, 1),
   maxSecondsPerRun: integer("--max-seconds", values["max-seconds"] ?? env.BENCH_MAX_SECONDS, DEFAULT_OPTIONS.maxSecondsPerRun, 1),
   warmupRequests: integer("--warmup", values.warmup ?? env.BENCH_WARMUP, DEFAULT_OPTIONS.warmupRequests),
   ttftSamples: integer("--ttft-samples", values["ttft-samples"] ?? env.BENCH_TTFT_SAMPLES, DEFAULT_OPTIONS.ttftSamples, 1),

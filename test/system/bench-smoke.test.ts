@@ -39,6 +39,9 @@ describe("benchmark smoke run", () => {
     expect(report.problems).toEqual([]);
     expect(report.load.map((row) => row.endpoint)).toEqual(["POST /v1/query", "POST /v1/responses"]);
     for (const row of report.load) {
+      // Split into rounds, floor and gateway alternating, each with its own ratio.
+      expect(row.roundRatios).toHaveLength(4);
+      for (const share of row.roundRatios) expect(share).toBeGreaterThan(0);
       for (const result of [row.floor, row.gateway]) {
         expect(result.statusCodes).toEqual({ 200: CONNECTIONS * TURNS });
         expect(result.errors).toBe(0);
