@@ -2,7 +2,8 @@
  * CLI for the scripted inference backend (see scripted-backend.ts for its behaviour):
  *   node test/fakes/scripted-backend-main.ts [--port 8321] [--host 127.0.0.1]
  *     [--first-token-delay MS] [--token-delay MS] [--no-seed] [--model-style llama-stack|openai]
- *     [--chat-only] [--reject-stream-options] [--omit-usage]
+ *     [--chat-only] [--reject-stream-options] [--omit-usage] [--record N]
+ * It keeps the latest 1000 requests for GET /__requests (--record sets how many).
  */
 import { parseArgs } from "node:util";
 import { startScriptedBackend } from "./scripted-backend.ts";
@@ -31,6 +32,7 @@ try {
       "chat-only": { type: "boolean", default: false },
       "reject-stream-options": { type: "boolean", default: false },
       "omit-usage": { type: "boolean", default: false },
+      record: { type: "string", default: "1000" },
     },
   }));
 } catch (error) {
@@ -47,6 +49,7 @@ const options = {
   chatOnly: values["chat-only"],
   rejectStreamOptions: values["reject-stream-options"],
   omitUsage: values["omit-usage"],
+  recordLimit: nonNegativeInteger("record", values.record),
 };
 // A taken port is the usual failure: one line is more useful than a stack trace.
 const backend = await startScriptedBackend(options).catch((error: unknown) =>

@@ -208,6 +208,11 @@ export interface ScriptedBackendOptions {
   rejectStreamOptions?: boolean;
   /** Never report usage in chat completions (JSON or stream), as some servers do not. */
   omitUsage?: boolean;
+  /**
+   * How many of the latest requests `requests` (and GET /__requests) keeps; default all. A backend
+   * that runs for hours (`npm start`, the benchmark) would otherwise keep every body it was sent.
+   */
+  recordLimit?: number;
 }
 
 export interface RecordedRequest {
@@ -1618,6 +1623,8 @@ async function handle(
     const parsed = isMultipart ? { ok: true as const, value: null } : parseJson(raw);
     if (!url.pathname.startsWith("/__")) {
       requests.push({ method, path: url.pathname, query: url.search, body: parsed.ok ? parsed.value : null, headers: flattenHeaders(req) });
+      // Trimmed in batches, so that keeping the latest costs no copy per request.
+      if (requests.length >= 2 * options.recordLimit) requests.splice(0, requests.length - options.recordLimit);
     }
 
     if (state.down && !url.pathname.startsWith("/__")) {
@@ -1659,6 +1666,7 @@ export async function startScriptedBackend(options: ScriptedBackendOptions = {})
     chatOnly: options.chatOnly ?? false,
     rejectStreamOptions: options.rejectStreamOptions ?? false,
     omitUsage: options.omitUsage ?? false,
+    recordLimit: options.recordLimit ?? Infinity,
   };
   const state: State = { files: new Map(), stores: new Map(), down: false };
   resetState(state, resolved.seed);

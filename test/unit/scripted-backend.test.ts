@@ -459,4 +459,19 @@ describe("test-control endpoints", () => {
     expect((await client.vectorStores.retrieve("vs_docs")).name).toBe("docs");
     expect(backend.requests).toEqual([expect.objectContaining({ path: "/v1/vector_stores/vs_docs" })]);
   });
+
+  it("keeps only the latest requests when given a record limit", async () => {
+    const limited = await startScriptedBackend({ recordLimit: 3 });
+    try {
+      const limitedClient = new OpenAI({ baseURL: limited.url, apiKey: "test-key", maxRetries: 0 });
+      for (let i = 1; i <= 10; i++) await limitedClient.responses.create({ model: MODEL, input: `question ${i}` });
+      const kept = (await (await fetch(limited.url.replace(/\/v1$/, "/__requests"))).json()) as { body: { input: string } }[];
+      // Between the limit and twice it (trimmed in batches), always the latest, in order.
+      expect(kept.length).toBeGreaterThanOrEqual(3);
+      expect(kept.length).toBeLessThan(6);
+      expect(kept.map((request) => request.body.input)).toEqual(Array.from({ length: kept.length }, (_, index) => `question ${11 - kept.length + index}`));
+    } finally {
+      await limited.close();
+    }
+  });
 });
