@@ -157,6 +157,12 @@ export interface WireError {
 export type TurnEndpoint = "/v1/query" | "/v1/streaming_query" | "/v1/responses" | "/a2a" | "/v1/infer";
 
 /**
+ * A wire form the conversation's Durable Object sends a stream in itself (worker/turn/presenting.ts):
+ * streaming_query's server-sent events, or its text/plain answer.
+ */
+export type StreamPresentation = "query-sse" | "query-text";
+
+/**
  * Everything the Worker decided about a turn (DESIGN "One turn", step 2), sent to the conversation's
  * Durable Object in the one call that runs it. Plain data.
  */
@@ -200,6 +206,11 @@ export interface TurnPlan {
   approvals: ApprovalAnswer[];
   /** Whether the client reads the backend's events as they arrive (a stream). */
   streaming: boolean;
+  /**
+   * A stream's wire form, when the conversation's Durable Object presents it (its bytes then pass
+   * through the Worker as they are); null: the stream is the turn's events as NDJSON.
+   */
+  presentation: StreamPresentation | null;
   /** Whether the turn writes a transcript (when they are enabled): not for A2A, nor responses with store false. */
   transcript: boolean;
   /** Query attachments as sent, for the transcript. */

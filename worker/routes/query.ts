@@ -5,17 +5,16 @@ import { Hono, type Context } from "hono";
 import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
-import type { Item, TurnEvent, TurnHead, TurnPlan, TurnResult, WireError } from "../domain/conversation.ts";
+import type { TurnPlan, TurnResult } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import { AttachmentSchema, userMessage } from "../turn/attachments.ts";
 import { conversationOfRequest } from "../turn/conversation-id.ts";
 import { targetConversation } from "../turn/conversations.ts";
 import { planTurn } from "../turn/plan.ts";
-import { toolCall, toolResult } from "../turn/summaries.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
-import { conversationStub, finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
+import { conversationStub, finished, fromWire, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 import { planContext, sse, textStream, turnBodyLimit } from "./streams.ts";
 
@@ -57,13 +56,12 @@ for (const prefix of ["/v1", "/v2", ""]) {
     return c.json(queryResponse(turn.head.conversationId, result));
   });
 
+  // The conversation's Durable Object sends the stream in its wire form (turn/presenting.ts): its
+  // bytes pass through here as they are.
   query.post(`${prefix}/streaming_query`, guard(ACTIONS.streamingQuery), turnBodyLimit(), async (c) => {
     const body = await readJson(c, QueryRequestSchema);
     const turn = await startTurn(c.env, await planQueryTurn(c, body, true));
-    if (body.media_type === "text/plain") {
-      return textStream(presented(turn, plainText()));
-    }
-    return sse(presented(turn, queryEvents(turn.head)));
+    return body.media_type === "text/plain" ? textStream(turn.lines) : sse(turn.lines);
   });
 }
 
@@ -105,6 +103,7 @@ async function planQueryTurn(c: Context<AppEnv>, body: QueryRequest, streaming: 
     retrieval: { solr: body.solr, vectorStoreIds: body.vector_store_ids ?? null },
     generateTopicSummary: body.generate_topic_summary ?? true,
     streaming,
+    presentation: body.media_type === "text/plain" ? "query-text" : "query-sse",
     transcript: true,
     attachments: body.attachments ?? [],
   });
@@ -122,75 +121,5 @@ function queryResponse(conversationId: string, result: TurnResult) {
     input_tokens: result.inputTokens,
     output_tokens: result.outputTokens,
     available_quotas: result.availableQuotas,
-  };
-}
-
-/** REFERENCE's streaming_query events: `data: {"event", "data"}` lines, no `event:` line. */
-function queryEvents(turn: TurnHead): Transformer<TurnEvent, string> {
-  let tokenId = 0;
-  let ended = false;
-  const line = (event: string, data: unknown, extra: Record<string, unknown> = {}) =>
-    `data: ${JSON.stringify({ event, data, ...extra })}\n\n`;
-  const error = (failure: WireError) => line("error", { status_code: failure.status, response: failure.response, cause: failure.cause });
-  return {
-    start(controller) {
-      // The turn is running in its conversation's Durable Object by now, so an interrupt sent as
-      // soon as the client reads the request id finds it.
-      controller.enqueue(line("start", { conversation_id: turn.conversationId, request_id: turn.requestId }));
-    },
-    transform(event, controller) {
-      if (event.type === "backend") {
-        const backend = event.event;
-        if (backend.type === "response.output_text.delta") {
-          controller.enqueue(line("token", { id: tokenId++, token: backend.delta }));
-        } else if (backend.type === "response.output_item.done") {
-          const item = backend.item as unknown as Item;
-          const call = toolCall(item);
-          if (call) controller.enqueue(line("tool_call", call));
-          const result = toolResult(item);
-          if (result) controller.enqueue(line("tool_result", result));
-        }
-        return;
-      }
-      if (event.type === "compaction") {
-        // The conversation's older turns were summarised before this answer (README "Conversations").
-        controller.enqueue(line("compaction", { status: "started", conversation_id: event.conversationId }));
-        return;
-      }
-      const result = event.result;
-      ended = true;
-      if (result.status === "interrupted") {
-        controller.enqueue(line("interrupted", { request_id: turn.requestId }));
-        return;
-      }
-      if (result.status === "failed") {
-        controller.enqueue(error(result.error ?? errors.internal()));
-        return;
-      }
-      controller.enqueue(line("turn_complete", { id: tokenId, token: result.text }));
-      controller.enqueue(
-        line(
-          "end",
-          // rag_chunks: an extension (the JSON answer's field), so a streaming client sees what retrieval found too.
-          { referenced_documents: result.referencedDocuments, rag_chunks: result.ragChunks, truncated: false, input_tokens: result.inputTokens, output_tokens: result.outputTokens },
-          { available_quotas: result.availableQuotas },
-        ),
-      );
-    },
-    flush(controller) {
-      if (!ended) controller.enqueue(error(errors.internal("the answer ended early")));
-    },
-  };
-}
-
-/** `media_type: text/plain`: the answer text itself, as it is generated. */
-function plainText(): Transformer<TurnEvent, string> {
-  return {
-    transform(event, controller) {
-      if (event.type === "backend" && event.event.type === "response.output_text.delta") controller.enqueue(event.event.delta);
-      if (event.type === "finished" && event.result.status === "failed") {
-        controller.enqueue(`\n\n[error: ${event.result.error?.response ?? "Internal server error"}]`);
-      }
-    },
   };
 }

@@ -19,6 +19,7 @@ import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
 import { backendTools, presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
+import type { TextSink, TurnPresenter } from "../turn/presenting.ts";
 import { finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 import { responseError, responseObject, shownTool, type ResponseObject, type ShownFields } from "./response-object.ts";
@@ -232,7 +233,7 @@ function responsesEvents(
   serverMcpLabels: Set<string>,
   inlineItem: Item | null,
   onFinished: (result: TurnResult) => void,
-): Transformer<TurnEvent, string> {
+): TurnPresenter {
   const hiddenItems = new Set<string>();
   const hiddenIndexes: number[] = [];
   const shift = inlineItem ? 1 : 0;
@@ -253,14 +254,14 @@ function responsesEvents(
    * saved): an `error` event and then `response.failed`, as OpenAI's own streams end, so SDK clients
    * see a failed response rather than a stream that stops.
    */
-  const endWithFailure = (controller: TransformStreamDefaultController<string>, error: WireError | null, quotas: AvailableQuotas) => {
+  const endWithFailure = (controller: TextSink, error: WireError | null, quotas: AvailableQuotas) => {
     const failure = error ?? errors.internal("the response ended early");
     const reported = responseError(failure);
     controller.enqueue(frame({ type: "error", code: reported.code, message: reported.message, param: null }));
     const failed = { ...latest, status: "failed" as const, error: reported, completed_at: null };
     controller.enqueue(frame(withResponse({ type: "response.failed", response: failed } as unknown as ResponseStreamEvent & Record<string, unknown>, { quotas })));
   };
-  const flushInline = (controller: TransformStreamDefaultController<string>) => {
+  const flushInline = (controller: TextSink) => {
     if (!inlinePending) return;
     inlinePending = false;
     controller.enqueue(frame({ type: "response.output_item.added", output_index: 0, item: { ...inlineItem, status: "in_progress" } }));

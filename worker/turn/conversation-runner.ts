@@ -17,6 +17,7 @@ import { conversationOfRequest, newConversationId, newResponseId } from "./conve
 import type { Collected } from "./collect.ts";
 import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type OpenAnswer, type PreparedTurn } from "./run.ts";
 import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
+import { EVENT_LINES, presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
 import { generateTopicSummary } from "./topic-summary.ts";
 
 /** The abort reason of an interrupt (POST /v1/streaming_query/interrupt, A2A tasks/cancel). */
@@ -52,12 +53,14 @@ function runtimeEnv(env: Env, configText: string | null): Env {
 const MAX_QUEUED_UNITS = 64 * 1024;
 
 /**
- * A turn's events as NDJSON over workerd's native byte pipe. A line goes out at once when nothing
- * is on its way; lines that come while a write waits for the reader go out together in the next
- * write, so a reader that falls behind costs one write per read, not one per event. `gone` is
- * called once when the reader has gone away.
+ * A turn's events over workerd's native byte pipe, in the wire form `presenter` gives them (NDJSON
+ * lines, or the endpoint's own, which then passes through the Worker untouched). Text goes out at once when
+ * nothing is on its way; text that comes while a write waits for the reader goes out together in
+ * the next write, so a reader that falls behind costs one write per read, not one per event.
+ * `gone` is called once when the reader has gone away.
  */
-function lineChannel(gone: () => void) {
+function eventChannel(presenter: TurnPresenter, gone: () => void) {
+  const form = presenting(presenter);
   const channel = new IdentityTransformStream();
   const writer = channel.writable.getWriter();
   const encoder = new TextEncoder();
@@ -77,15 +80,20 @@ function lineChannel(gone: () => void) {
     }
     writing = null;
   };
+  const queue = (text: string) => {
+    if (readerGone || !text) return;
+    queued += text;
+    writing ??= drain();
+  };
+  queue(form.start());
   return {
     readable: channel.readable,
-    send(line: TurnEvent): Promise<void> | undefined {
-      if (readerGone) return undefined;
-      queued += `${JSON.stringify(line)}\n`;
-      writing ??= drain();
-      return queued.length > MAX_QUEUED_UNITS ? writing : undefined;
+    send(event: TurnEvent): Promise<void> | undefined {
+      queue(form.events([event]));
+      return queued.length > MAX_QUEUED_UNITS ? (writing ?? undefined) : undefined;
     },
     async close(): Promise<void> {
+      queue(form.end());
       await writing;
       await writer.close().catch(() => undefined);
     },
@@ -353,9 +361,11 @@ export class ConversationDO extends ConversationDurableObject {
       return { ok: true, head, result: finish(collected) };
     }
 
-    // A stream: its events go back as NDJSON lines while the turn runs, `finished` last. A reader
-    // that has gone (the client disconnected) stops the backend call; the turn is then incomplete.
-    const lines = lineChannel(() => abort.abort("client disconnected"));
+    // A stream: its events go back while the turn runs, `finished` last, as NDJSON lines or in the
+    // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
+    // call; the turn is then incomplete.
+    const presenter = plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES;
+    const lines = eventChannel(presenter, () => abort.abort("client disconnected"));
     void (async () => {
       if (compacted) await lines.send({ type: "compaction", conversationId: plan.conversationId });
       const shown = shownEvents(plan.endpoint);

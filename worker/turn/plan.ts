@@ -3,7 +3,7 @@
 // of them (permission to name a model, shields, retrieval, request id), producing the TurnPlan the
 // conversation's Durable Object runs.
 import type { AuthContext } from "../auth/types.ts";
-import type { BackendParams, Item, TurnEndpoint, TurnPlan } from "../domain/conversation.ts";
+import type { BackendParams, Item, StreamPresentation, TurnEndpoint, TurnPlan } from "../domain/conversation.ts";
 import type { ApprovalAnswer, McpServer } from "../domain/mcp.ts";
 import { MCP_DEFAULT_MAX_INFER_ITERS, MCP_DEFAULT_MAX_TOOL_CALLS } from "../mcp/defaults.ts";
 import type { RequestMcpServers } from "../mcp/servers.ts";
@@ -40,6 +40,8 @@ export interface TurnIntent {
   retrieval: { solr?: unknown; vectorStoreIds?: string[] | null } | null;
   generateTopicSummary: boolean;
   streaming: boolean;
+  /** The stream's wire form when the conversation's Durable Object presents it (none when omitted). */
+  presentation?: StreamPresentation | null;
   transcript: boolean;
   attachments?: TurnPlan["attachments"];
 }
@@ -93,6 +95,7 @@ export function planTurn(context: PlanContext, intent: TurnIntent): TurnPlan {
         : null,
     approvals: approvalAnswers(intent.input),
     streaming: intent.streaming,
+    presentation: intent.streaming ? (intent.presentation ?? null) : null,
     transcript: intent.transcript,
     attachments: intent.attachments ?? [],
   };

@@ -3,6 +3,7 @@
 import type { TurnEvent, TurnHead, TurnPlan, TurnResult, WireError } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
+import { presenting, type TurnPresenter } from "./presenting.ts";
 import type { ConversationDO } from "./conversation-runner.ts";
 
 /** The RPC surface of a conversation's Durable Object as the Worker uses it. */
@@ -23,7 +24,11 @@ export function fromWire(error: WireError): ApiError {
 
 export interface StartedTurn {
   head: TurnHead;
-  /** The turn's events as NDJSON, ending with exactly one `finished` (a JSON answer has only that one). */
+  /**
+   * The turn's events as NDJSON, ending with exactly one `finished` (a JSON answer has only that
+   * one); a stream whose plan named a presentation comes in that wire form instead, to be passed on
+   * as it is.
+   */
   readonly lines: ReadableStream<Uint8Array>;
   /** The same events, parsed. */
   readonly events: ReadableStream<TurnEvent>;
@@ -71,46 +76,21 @@ export async function finished(turn: StartedTurn): Promise<TurnResult> {
 }
 
 /**
- * A streamed answer's body: the turn's events, each presented as text by `presenter` (the
- * transformer of a TransformStream from events to text) and encoded, in one stream stage. Events
- * that arrive together go to the client as one chunk.
+ * A streamed answer's body: the turn's events, each presented as text by `presenter` and encoded,
+ * in one stream stage. Events that arrive together go to the client as one chunk.
  */
-export function presented(turn: StartedTurn, presenter: Transformer<TurnEvent, string>): ReadableStream<Uint8Array> {
+export function presented(turn: StartedTurn, presenter: TurnPresenter): ReadableStream<Uint8Array> {
   const parse = ndjsonParser<TurnEvent>();
   const encoder = new TextEncoder();
-  let text = "";
-  let out!: TransformStreamDefaultController<Uint8Array>;
-  const collector: TransformStreamDefaultController<string> = {
-    get desiredSize() {
-      return out.desiredSize;
-    },
-    enqueue: (chunk) => void (text += chunk ?? ""),
-    error: (reason) => out.error(reason),
-    terminate: () => out.terminate(),
-  };
-  const present = async (events: TurnEvent[]) => {
-    for (const event of events) await presenter.transform?.(event, collector);
-  };
-  const send = () => {
-    if (text) out.enqueue(encoder.encode(text));
-    text = "";
+  const form = presenting(presenter);
+  const send = (text: string, controller: TransformStreamDefaultController<Uint8Array>) => {
+    if (text) controller.enqueue(encoder.encode(text));
   };
   return turn.lines.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
-      async start(controller) {
-        out = controller;
-        await presenter.start?.(collector);
-        send();
-      },
-      async transform(chunk) {
-        await present(parse(chunk));
-        send();
-      },
-      async flush() {
-        await present(parse(null));
-        await presenter.flush?.(collector);
-        send();
-      },
+      start: (controller) => send(form.start(), controller),
+      transform: (chunk, controller) => send(form.events(parse(chunk)), controller),
+      flush: (controller) => send(form.events(parse(null)) + form.end(), controller),
     }),
   );
 }
