@@ -254,34 +254,34 @@ function responsesEvents(
    * saved): an `error` event and then `response.failed`, as OpenAI's own streams end, so SDK clients
    * see a failed response rather than a stream that stops.
    */
-  const endWithFailure = (controller: TextSink, error: WireError | null, quotas: AvailableQuotas) => {
+  const endWithFailure = (out: TextSink, error: WireError | null, quotas: AvailableQuotas) => {
     const failure = error ?? errors.internal("the response ended early");
     const reported = responseError(failure);
-    controller.enqueue(frame({ type: "error", code: reported.code, message: reported.message, param: null }));
+    out.enqueue(frame({ type: "error", code: reported.code, message: reported.message, param: null }));
     const failed = { ...latest, status: "failed" as const, error: reported, completed_at: null };
-    controller.enqueue(frame(withResponse({ type: "response.failed", response: failed } as unknown as ResponseStreamEvent & Record<string, unknown>, { quotas })));
+    out.enqueue(frame(withResponse({ type: "response.failed", response: failed } as unknown as ResponseStreamEvent & Record<string, unknown>, { quotas })));
   };
-  const flushInline = (controller: TextSink) => {
+  const flushInline = (out: TextSink) => {
     if (!inlinePending) return;
     inlinePending = false;
-    controller.enqueue(frame({ type: "response.output_item.added", output_index: 0, item: { ...inlineItem, status: "in_progress" } }));
-    controller.enqueue(frame({ type: "response.output_item.done", output_index: 0, item: inlineItem }));
+    out.enqueue(frame({ type: "response.output_item.added", output_index: 0, item: { ...inlineItem, status: "in_progress" } }));
+    out.enqueue(frame({ type: "response.output_item.done", output_index: 0, item: inlineItem }));
   };
 
   return {
-    transform(event, controller) {
+    transform(event, out) {
       if (event.type === "finished") {
         onFinished(event.result);
         const { status, error, availableQuotas } = event.result;
         // A completed response is only announced when the turn was saved; a backend failure is its own.
         if (terminal && (status !== "failed" || terminal.type === "response.failed")) {
-          flushInline(controller);
-          controller.enqueue(frame(withResponse(terminal, { quotas: availableQuotas })));
+          flushInline(out);
+          out.enqueue(frame(withResponse(terminal, { quotas: availableQuotas })));
         } else {
-          endWithFailure(controller, error, availableQuotas);
+          endWithFailure(out, error, availableQuotas);
         }
         finished = true;
-        controller.enqueue("data: [DONE]\n\n");
+        out.enqueue("data: [DONE]\n\n");
         return;
       }
       if (event.type !== "backend") return;
@@ -300,26 +300,26 @@ function responsesEvents(
       if (data.type === "error") {
         // Backends differ in what their error events carry; clients parse OpenAI's ResponseErrorEvent.
         const { code, message, param } = data as { code?: unknown; message?: unknown; param?: unknown };
-        controller.enqueue(frame({ type: "error", code: typeof code === "string" ? code : null, message: scrub(String(message ?? "the inference backend failed")), param: typeof param === "string" ? param : null }));
+        out.enqueue(frame({ type: "error", code: typeof code === "string" ? code : null, message: scrub(String(message ?? "the inference backend failed")), param: typeof param === "string" ? param : null }));
         return;
       }
       if (data.type === "response.created") {
         latest = data.response as BackendResponse;
-        controller.enqueue(frame(withResponse(data)));
+        out.enqueue(frame(withResponse(data)));
         return;
       }
       if (data.type === "response.in_progress") {
         latest = data.response as BackendResponse;
-        controller.enqueue(frame({ ...withResponse(data), available_quotas: {} }));
+        out.enqueue(frame({ ...withResponse(data), available_quotas: {} }));
         return;
       }
-      flushInline(controller);
-      controller.enqueue(frame(data));
+      flushInline(out);
+      out.enqueue(frame(data));
     },
-    flush(controller) {
+    flush(out) {
       if (finished) return;
-      endWithFailure(controller, null, {});
-      controller.enqueue("data: [DONE]\n\n");
+      endWithFailure(out, null, {});
+      out.enqueue("data: [DONE]\n\n");
     },
   };
 }

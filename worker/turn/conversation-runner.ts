@@ -53,11 +53,11 @@ function runtimeEnv(env: Env, configText: string | null): Env {
 const MAX_QUEUED_UNITS = 64 * 1024;
 
 /**
- * A turn's events over workerd's native byte pipe, in the wire form `presenter` gives them (NDJSON
- * lines, or the endpoint's own, which then passes through the Worker untouched). Text goes out at once when
- * nothing is on its way; text that comes while a write waits for the reader goes out together in
- * the next write, so a reader that falls behind costs one write per read, not one per event.
- * `gone` is called once when the reader has gone away.
+ * A turn's events over workerd's native byte pipe, in the wire form `presenter` gives them
+ * (NDJSON lines, or the endpoint's own, which then passes through the Worker untouched). Text goes
+ * out at once when nothing is on its way; text that comes while a write waits for the reader goes
+ * out together in the next write, so a reader that falls behind costs one write per read, not one
+ * per event. `gone` is called once when the reader has gone away.
  */
 function eventChannel(presenter: TurnPresenter, gone: () => void) {
   const form = presenting(presenter);
