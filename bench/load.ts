@@ -83,15 +83,11 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           errors,
           seconds,
           rps: seconds > 0 ? ok / seconds : 0,
-          p50: percentile(sorted, 0.5),
-          p99: percentile(sorted, 0.99),
-          max: sorted.at(-1) ?? NaN,
-          mean: sorted.length ? sorted.reduce((sum, value) => sum + value, 0) / sorted.length : NaN,
+          ...latencyFigures(sorted),
           statusCodes,
           capped,
           targetCpuMs: perAnswer(cpuBefore.target, spec.cpu?.target()),
           backendCpuMs: perAnswer(cpuBefore.backend, spec.cpu?.backend()),
-          latencies: sorted,
         });
       },
     );
@@ -129,15 +125,22 @@ export function combineLoads(parts: LoadResult[]): LoadResult {
     errors: sum((part) => part.errors),
     seconds,
     rps: seconds > 0 ? ok / seconds : 0,
-    p50: percentile(latencies, 0.5),
-    p99: percentile(latencies, 0.99),
-    max: latencies.at(-1) ?? NaN,
-    mean: latencies.length ? latencies.reduce((total, value) => total + value, 0) / latencies.length : NaN,
+    ...latencyFigures(latencies),
     statusCodes,
     capped: parts.some((part) => part.capped),
     targetCpuMs: ok ? sum((part) => part.targetCpuMs * part.ok) / ok : NaN,
     backendCpuMs: ok ? sum((part) => part.backendCpuMs * part.ok) / ok : NaN,
-    latencies,
+  };
+}
+
+/** The latency figures of a run's answers (ascending), with the latencies themselves. */
+function latencyFigures(sorted: number[]): Pick<LoadResult, "p50" | "p99" | "max" | "mean" | "latencies"> {
+  return {
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    max: sorted.at(-1) ?? NaN,
+    mean: sorted.length ? sorted.reduce((sum, value) => sum + value, 0) / sorted.length : NaN,
+    latencies: sorted,
   };
 }
 
