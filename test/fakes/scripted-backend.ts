@@ -61,6 +61,9 @@
  *                           data is not JSON (`data: {"type":"response.output_text.delta","delta":`),
  *                           then the rest as usual; non-stream, 200 application/json whose body is
  *                           not JSON (a response object cut in half, content-length matching it).
+ *     #misshapen         -> answers that are JSON but not of the wire's shape: stream, after the
+ *                           first 2 deltas a response.output_text.delta whose delta is the number
+ *                           42, then the rest as usual; non-stream, the answer with output: null.
  *     #call-tool:NAME    -> a `function_call` item {id:"fc_…", call_id:"call_…", name:NAME,
  *                           arguments: JSON.stringify({query: Q}), status:"completed"} before the
  *                           message, unless a `function_call_output` item follows the last user
@@ -137,12 +140,13 @@
  *     delta {role: "assistant", content: "", refusal: null}; per tool call {tool_calls: [{index, id,
  *     type: "function", function: {name, arguments: ""}}]} and then its arguments in two pieces;
  *     then {content: delta} per delta (delays, #slow, #stall, #drop, #late, #stall-headers, #status
- *     as for /v1/responses; #garbled: before the third delta a `data:` line that is not JSON); then {}
+ *     as for /v1/responses; #garbled: before the third delta a `data:` line that is not JSON;
+ *     #misshapen: before the third delta a chunk whose delta content is the number 42); then {}
  *     with finish_reason; with stream_options.include_usage a last chunk {choices: [], usage}; then
  *     "data: [DONE]". #fail-midstream: after 2 deltas a chunk {error: {message: "scripted failure",
  *     type: "server_error", param: null, code: "server_error"}} and the stream ends (no [DONE]).
  *     Non-stream #fail-midstream -> 500 as for /v1/responses; non-stream #drop, #garbled and
- *     #stall-headers as for /v1/responses.
+ *     #stall-headers as for /v1/responses; non-stream #misshapen: the answer with choices: null.
  *   Option omitUsage (CLI --omit-usage): no usage in JSON answers and no usage chunk.
  *
  * CHAT-ONLY (option chatOnly, CLI --chat-only): only GET /v1/models[/{id}], POST
@@ -360,7 +364,7 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
@@ -379,6 +383,7 @@ interface Markers {
   lateMs: number;
   headersStallMs: number;
   garbled: boolean;
+  misshapen: boolean;
 }
 
 function has(text: string, marker: string): boolean {
@@ -409,6 +414,7 @@ function readMarkers(text: string): Markers {
     lateMs: late ? (late[1] === undefined ? DEFAULT_STALL_MS : Number(late[1])) : 0,
     headersStallMs: headersStall ? (headersStall[1] === undefined ? DEFAULT_STALL_MS : Number(headersStall[1])) : 0,
     garbled: has(text, "garbled"),
+    misshapen: has(text, "misshapen"),
   };
 }
 
@@ -843,6 +849,8 @@ export interface Plan {
   headersStallMs: number;
   /** One malformed event (stream) or a body that is not JSON (non-stream). */
   garbled: boolean;
+  /** JSON of the wrong shape: one event or chunk (stream), or the whole answer (non-stream). */
+  misshapen: boolean;
   inputWords: number;
 }
 
@@ -911,6 +919,7 @@ export function planResponse(
     lateMs: 0,
     headersStallMs: 0,
     garbled: false,
+    misshapen: false,
     inputWords: turn.inputWords,
   };
   const cleanQuestion = stripMarkers(turn.question);
@@ -982,6 +991,7 @@ export function planResponse(
   plan.lateMs = markers.lateMs;
   plan.headersStallMs = markers.headersStallMs;
   plan.garbled = markers.garbled;
+  plan.misshapen = markers.misshapen;
   return plan;
 }
 
@@ -1156,6 +1166,7 @@ async function streamResponse(res: ServerResponse, signal: AbortSignal, body: Js
     }
     await pause(index === 0 ? plan.firstDelayMs : index === 2 ? plan.stallMs + plan.tokenDelayMs : plan.tokenDelayMs, signal);
     if (index === 2 && plan.garbled) stream.raw(`event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":\n\n`);
+    if (index === 2 && plan.misshapen) stream.send("response.output_text.delta", { ...ref, delta: 42, logprobs: [] });
     stream.send("response.output_text.delta", { ...ref, delta, logprobs: [] });
     text += delta;
   }
@@ -1299,7 +1310,8 @@ async function createResponse(ctx: Context): Promise<unknown> {
 
 /**
  * A non-stream answer with the plan's misbehaviours: headers first and the body after a stall
- * (#stall-headers), a body that is not JSON (#garbled), or one cut in half (#drop).
+ * (#stall-headers), a body that is not JSON (#garbled), JSON of the wrong shape (#misshapen), or
+ * one cut in half (#drop).
  */
 export async function writeJsonAnswer(ctx: Context, plan: Plan, answer: () => Promise<JsonObject>): Promise<unknown> {
   if (plan.headersStallMs > 0) {
@@ -1310,6 +1322,7 @@ export async function writeJsonAnswer(ctx: Context, plan: Plan, answer: () => Pr
     return WRITTEN;
   }
   const body = await answer();
+  if (plan.misshapen) return { ...body, ...("output" in body ? { output: null } : { choices: null }) };
   if (!plan.drop && !plan.garbled) return body;
   const text = JSON.stringify(body);
   const half = text.slice(0, Math.floor(text.length / 2));

@@ -172,6 +172,7 @@ async function streamChat(ctx: Context, res: ServerResponse, body: JsonObject, p
     }
     await pause(index === 0 ? plan.firstDelayMs : index === 2 ? plan.stallMs + plan.tokenDelayMs : plan.tokenDelayMs, ctx.signal);
     if (index === 2 && plan.garbled) write(`{"id":"${base.id}","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":`);
+    if (index === 2 && plan.misshapen) send({ content: 42 as unknown as string });
     send({ content: delta });
   }
   if (plan.failMidstream) {

@@ -48,6 +48,43 @@ describe("a backend that stalls after its first deltas", () => {
   });
 });
 
+describe("a backend whose answer is JSON of the wrong shape", () => {
+  const CAUSE = /the inference backend's .* could not be read/;
+  // In the chat wire mode, the scripted backend speaks Chat Completions (its chunks are checked then).
+  const config = testConfig();
+  const turns = async (id: string, user: string) =>
+    (await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user, config })).body.chat_history.map(
+      (turn) => turn.messages[0]!.content,
+    );
+
+  it("answers 500 naming what was wrong, and the conversation goes on", async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before" }, user: "misshapen", config });
+    const id = first.body.conversation_id;
+    const bad = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { json: { query: "broken #misshapen", conversation_id: id }, user: "misshapen", config });
+    expect(bad.status).toBe(500);
+    expect(bad.body.detail.response).toBe("Internal server error");
+    expect(bad.body.detail.cause).toMatch(CAUSE);
+    // The conversation was not left held: the next question is answered at once, the failed turn kept apart.
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after", conversation_id: id }, user: "misshapen", config });
+    expect(next.body.response).toBe("[user_turns=2] You said: after");
+    expect(await turns(id, "misshapen")).toEqual(["before", "after"]);
+  });
+
+  it("ends a stream with SPEC's error event or response.failed after the deltas that were sound", async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before" }, user: "misshapen-stream", config });
+    const id = first.body.conversation_id;
+    const events = await queryEvents(await call("/v1/streaming_query", { json: { query: "one two three four #misshapen", conversation_id: id }, user: "misshapen-stream", config }));
+    expect(events.filter((event) => event.event === "token")).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 500, response: "Internal server error", cause: expect.stringMatching(CAUSE) } });
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after", conversation_id: id }, user: "misshapen-stream", config });
+    expect(next.body.response).toBe("[user_turns=2] You said: after");
+
+    const stream = (await readSse(await call("/v1/responses", { json: { input: "one two three #misshapen", stream: true }, user: "misshapen-stream", config }))).map((event) => event.data);
+    expect(stream.at(-1)).toBe("[DONE]");
+    expect(stream.at(-2)).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "server_error", message: expect.stringMatching(CAUSE) } } });
+  });
+});
+
 describe("a turn that runs longer than the time-out", () => {
   it("keeps its conversation until it ends, so a question sent meanwhile sees it", { timeout: 20_000 }, async () => {
     const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "start" }, user: "long", config: timed });

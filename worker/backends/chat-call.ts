@@ -5,9 +5,10 @@
 // Errors the backend reports inside the stream are the SDK's APIError, thrown mid-iteration, as
 // they are for a Responses stream.
 import type OpenAI from "openai";
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { errors } from "../errors.ts";
+import { checkedChunk, checkedCompletion } from "./answer-shapes.ts";
 import { ChatEventTranslator, estimateTokens } from "./chat-events.ts";
 import { toChatRequest, type ResponsesParams } from "./chat-request.ts";
 import { fileSearchCall, fileSearchContext, type FileSearcher, type FileSearchResult } from "./file-search.ts";
@@ -47,14 +48,14 @@ export async function startChatCompletion(
   const body = { ...chat.params, messages };
   const translator = new ChatEventTranslator(params, estimateTokens(JSON.stringify(body.messages) + JSON.stringify(body.tools ?? [])));
   if (!streaming) {
-    const completion = await postModel<ChatCompletion>(client, "/chat/completions", JSON.stringify({ ...body, stream: false }), request);
+    const completion = checkedCompletion(await postModel<unknown>(client, "/chat/completions", JSON.stringify({ ...body, stream: false }), request));
     return asFinalEvent(translator.completion(completion, leading));
   }
   const streamed = { ...body, stream: true, ...(options.includeUsage ? { stream_options: { include_usage: true } } : {}) };
-  const stream = await streamModel<ChatCompletionChunk>(client, "/chat/completions", JSON.stringify(streamed), request);
+  const stream = await streamModel<unknown>(client, "/chat/completions", JSON.stringify(streamed), request);
   return (async function* events() {
     yield* translator.start(leading);
-    for await (const chunk of stream) yield* translator.chunk(chunk);
+    for await (const chunk of stream) yield* translator.chunk(checkedChunk(chunk));
     // An aborted call ends quietly in the SDK: it must not read as a finished answer.
     if (request.signal.aborted) return;
     yield* translator.end();

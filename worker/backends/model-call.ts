@@ -2,7 +2,8 @@
 // Responses events out, whichever wire the backend speaks. A JSON call yields the one terminal
 // event that carries the whole Response. Time-outs, interrupts and error mapping stay with the
 // caller (worker/turn/backend-call.ts), the same for both wires.
-import type { Response, ResponseStreamEvent } from "openai/resources/responses/responses";
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
+import { checkedEvent, checkedResponse } from "./answer-shapes.ts";
 import { asFinalEvent, startChatCompletion } from "./chat-call.ts";
 import type { ResponsesParams } from "./chat-request.ts";
 import { vectorStoreSearcher } from "./file-search.ts";
@@ -28,8 +29,13 @@ export async function callModel(
   }
   // POST /responses (what the SDK's responses.create sends), with the body already encoded.
   const body = responsesBody(sent, streaming);
-  if (!streaming) return asFinalEvent(await postModel<Response>(client, "/responses", body, request));
-  return streamModel<ResponseStreamEvent>(client, "/responses", body, request);
+  if (!streaming) return asFinalEvent(checkedResponse(await postModel<unknown>(client, "/responses", body, request)));
+  return checkedEvents(await streamModel<unknown>(client, "/responses", body, request));
+}
+
+/** A Responses stream's events, each checked as it arrives (see answer-shapes.ts). */
+async function* checkedEvents(events: AsyncIterable<unknown>): AsyncIterable<ResponseStreamEvent> {
+  for await (const event of events) yield checkedEvent(event);
 }
 
 /**

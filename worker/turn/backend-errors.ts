@@ -1,6 +1,7 @@
 // How failures of the inference backend reach clients (REFERENCE "Errors"): the backend's own
 // messages can carry internals, so only the status class and a safe cause are passed on.
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
+import { MalformedAnswer } from "../backends/answer-shapes.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
 
@@ -8,6 +9,10 @@ const CONTEXT_LENGTH = /context length|maximum context|exceeds the available con
 
 export function backendError(error: unknown, model?: string): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof MalformedAnswer) {
+    log.warn(error.message);
+    return errors.internal(error.message);
+  }
   if (error instanceof APIConnectionTimeoutError) return errors.backendUnavailable("The inference backend did not answer in time.");
   if (error instanceof APIConnectionError) return errors.backendUnavailable();
   if (error instanceof APIUserAbortError) return errors.internal("The backend call was aborted");
