@@ -48,6 +48,22 @@ export interface RunningTurn {
   afterwards: OutboxEntry[];
 }
 
+/** A running turn recorded with what its marker holds: the question, no answer (it was lost or unusable). */
+function endedAs(turn: RunningTurn, status: "incomplete" | "failed"): Omit<StoredTurn, "turnNumber"> {
+  return {
+    requestId: turn.requestId,
+    status,
+    provider: turn.provider,
+    model: turn.model,
+    responseId: null,
+    startedAt: turn.startedAt,
+    completedAt: new Date().toISOString(),
+    input: turn.input,
+    output: [],
+    summary: { user: turn.userText, assistant: "", tool_calls: [], tool_results: [] },
+  };
+}
+
 export type ConversationAccess = "ok" | "not_found" | "forbidden";
 
 /** A gated tool call to record with the turn that asked for it. */
@@ -165,8 +181,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private cachedTurns: StoredTurn[] | null = null;
   private cachedHistory: Item[] | null = null;
   private cachedHistoryBytes: number | null = null;
-  /** Turns running now, by request id: who may interrupt them, and how. */
-  private readonly active = new Map<string, { userId: string; abort: AbortController }>();
+  /** Turns running now, by request id: what they are, who may interrupt them, and how. */
+  private readonly active = new Map<string, { turn: RunningTurn; abort: AbortController }>();
   private flushing: Promise<void> | null = null;
   private flushAgain = false;
   /** When a timer will wake this object (snapshots, retries, approvals); null when none is set. */
@@ -345,7 +361,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
    * does nothing.
    */
   protected startRunning(turn: RunningTurn, abort: AbortController): () => void {
-    this.active.set(turn.requestId, { userId: turn.userId, abort });
+    this.active.set(turn.requestId, { turn, abort });
     let marked = false;
     return () => {
       if (marked || !this.active.has(turn.requestId)) return;
@@ -376,7 +392,6 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
    * nothing is recorded then (what must follow still is, e.g. quota settlement).
    */
   protected commitTurn(turn: Omit<StoredTurn, "turnNumber">, afterwards: OutboxEntry[], approvals?: ApprovalChanges): StoredTurn | null {
-    this.active.delete(turn.requestId);
     const exists = this.owner() !== null;
     const stored: StoredTurn = { ...turn, turnNumber: this.nextTurnNumber() };
     const kept = exists ? afterwards : afterwards.filter((entry) => !entry.key);
@@ -390,6 +405,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         this.addToOutbox(kept);
       }),
     );
+    // Still running until recorded: a turn whose commit failed can be recorded as failed instead.
+    this.active.delete(turn.requestId);
     this.deliverSoon(kept);
     if (exists && approvals && (approvals.created.length > 0 || approvals.answered.length > 0)) this.scheduleApprovalWake();
     return exists ? stored : null;
@@ -397,10 +414,10 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   /** Ends a running turn by its request id; whether it ran here and the caller may stop it. */
   protected interruptRunning(requestId: string, userId: string, reason: string): ConversationAccess {
-    const turn = this.active.get(requestId);
-    if (!turn) return "not_found";
-    if (turn.userId !== userId) return "forbidden";
-    turn.abort.abort(reason);
+    const running = this.active.get(requestId);
+    if (!running) return "not_found";
+    if (running.turn.userId !== userId) return "forbidden";
+    running.abort.abort(reason);
     return "ok";
   }
 
@@ -413,23 +430,25 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     for (const { data } of abandoned) {
       const turn = JSON.parse(data) as RunningTurn;
       log.warn(`conversation turn ${turn.requestId} was running when its Durable Object restarted; recorded as incomplete`);
-      this.commitTurn(
-        {
-          requestId: turn.requestId,
-          status: "incomplete",
-          provider: turn.provider,
-          model: turn.model,
-          responseId: null,
-          startedAt: turn.startedAt,
-          completedAt: new Date().toISOString(),
-          input: turn.input,
-          output: [],
-          summary: { user: turn.userText, assistant: "", tool_calls: [], tool_results: [] },
-        },
-        turn.afterwards,
-      );
+      this.commitTurn(endedAs(turn, "incomplete"), turn.afterwards);
     }
     if (this.sql.exec("SELECT 1 FROM outbox LIMIT 1").toArray().length > 0) this.flushOutbox();
+  }
+
+  /**
+   * Ends a running turn that could not be finished as its answer said (an unexpected failure after
+   * its model call was sent): recorded as failed with what its marker holds, what must follow it
+   * carried out. When even that cannot be written, the marker stays for a restart to find.
+   */
+  protected failRunning(requestId: string): void {
+    const running = this.active.get(requestId);
+    if (!running) return;
+    try {
+      this.commitTurn(endedAs(running.turn, "failed"), running.turn.afterwards);
+    } catch (error) {
+      this.active.delete(requestId);
+      log.error(`conversation turn ${requestId}: could not be recorded as failed`, error);
+    }
   }
 
   private clearRunning(requestId: string): void {

@@ -85,6 +85,42 @@ describe("a backend whose answer is JSON of the wrong shape", () => {
   });
 });
 
+describe("a turn that cannot be recorded", () => {
+  /** Makes the conversation's next commit fail once, as a storage fault would. */
+  async function failNextCommit(id: string): Promise<void> {
+    await runInDurableObject(env.CONVERSATION.getByName(id), (instance) => {
+      const object = instance as unknown as { commitTurn: (...args: unknown[]) => unknown };
+      const commit = object.commitTurn;
+      object.commitTurn = function () {
+        object.commitTurn = commit;
+        throw new Error("the storage failed");
+      };
+    });
+  }
+
+  it("is reported as failed, recorded as failed, and the conversation goes on", async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before" }, user: "unrecorded" });
+    const id = first.body.conversation_id;
+    await failNextCommit(id);
+    const json = await callJson<{ detail: Json }>("/v1/query", { json: { query: "lost", conversation_id: id }, user: "unrecorded" });
+    expect(json.status).toBe(500);
+    expect(json.body.detail).toEqual({ response: "Internal server error", cause: "the answer could not be recorded" });
+
+    await failNextCommit(id);
+    const events = await queryEvents(await call("/v1/streaming_query", { json: { query: "lost too", conversation_id: id }, user: "unrecorded" }));
+    expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 500, cause: "the answer could not be recorded" } });
+
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after", conversation_id: id }, user: "unrecorded" });
+    // Both were recorded as failed (kept apart from what the model sees), not left running.
+    expect(next.body.response).toBe("[user_turns=2] You said: after");
+    await runInDurableObject(env.CONVERSATION.getByName(id), (instance) => {
+      const sql = (instance as unknown as { sql: SqlStorage }).sql;
+      expect(sql.exec<{ status: string }>("SELECT status FROM turns ORDER BY turn_number").toArray().map((row) => row.status)).toEqual(["completed", "failed", "failed", "completed"]);
+      expect(sql.exec("SELECT 1 FROM running_turns").toArray()).toHaveLength(0);
+    });
+  });
+});
+
 describe("a turn that runs longer than the time-out", () => {
   it("keeps its conversation until it ends, so a question sent meanwhile sees it", { timeout: 20_000 }, async () => {
     const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "start" }, user: "long", config: timed });
@@ -228,6 +264,11 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual([question]);
     const other = await call(`/v1/conversations/${id}`, { user: "someone-else" });
     expect(other.status).toBe(403);
+    // The list view hears of it too (the restarted turn's record goes out with it), before any other turn.
+    await eventually(async () => {
+      const list = await callJson<{ conversations: Array<Json> }>("/v1/conversations", { user: "restart-new" });
+      expect(list.body.conversations.find((conversation) => conversation.conversation_id === id)).toMatchObject({ message_count: 1 });
+    });
     const after = await callJson<{ response: string }>("/v1/query", { json: { query: "and now", conversation_id: id }, user: "restart-new" });
     expect(after.body.response).toBe("[user_turns=2] You said: and now");
   });

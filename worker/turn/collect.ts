@@ -20,6 +20,11 @@ export interface Collected {
   usage: { input: number; output: number } | null;
 }
 
+/** An answer that failed before anything of it was read. */
+export function failedAnswer(error: ApiError): Collected {
+  return { status: "failed", response: null, text: "", deltas: 0, error, usage: null };
+}
+
 /** Forwards the backend's events and keeps what persistence needs: final response, text, status. */
 export async function collect(
   stream: AsyncIterable<ResponseStreamEvent>,

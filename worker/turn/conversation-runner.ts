@@ -3,6 +3,7 @@
 // call with the whole history, and the commit, with the answer's events streamed back as they
 // arrive. Whatever a client can do right after an answer (continue, read the conversation,
 // interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
+import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { ConversationDurableObject, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
 import { shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
 import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
@@ -14,7 +15,7 @@ import { loadRuntime, type Runtime } from "../runtime.ts";
 import { openStore } from "../storage/open-store.ts";
 import type { ConversationRecord } from "../storage/store.ts";
 import { conversationOfRequest, newConversationId, newResponseId } from "./conversation-id.ts";
-import type { Collected } from "./collect.ts";
+import { failedAnswer, type Collected } from "./collect.ts";
 import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type OpenAnswer, type PreparedTurn } from "./run.ts";
 import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
 import { EVENT_LINES, presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
@@ -33,7 +34,7 @@ type Entry =
   | { kind: "stream-unregister"; payload: { requestId: string } };
 
 /** The outbox entry that brings the conversation's record in the record store up to date. */
-const recordSnapshot = (conversationId: string): OutboxEntry => ({ kind: "record", payload: { conversationId }, key: "record" });
+const recordSnapshot = (conversationId: string): Entry => ({ kind: "record", payload: { conversationId }, key: "record" });
 
 const wire = (error: ApiError): WireError => ({ status: error.status, response: error.response, cause: error.cause, headers: error.headers });
 const refuse = (error: ApiError): TurnStart => ({ ok: false, error: wire(error) });
@@ -263,8 +264,9 @@ export class ConversationDO extends ConversationDurableObject {
         model: model.model.provider_resource_id,
         input: plan.input,
         userText: plan.userText,
-        // Restarted mid-turn: what the input was estimated at is charged; the answer's size is unknown.
-        afterwards: settled(estimateTokens(inputBytes)) as OutboxEntry[],
+        // Ended without its answer (a restart, a failure of its own): what the input was estimated
+        // at is charged (the answer's size is unknown), and the record store hears of the turn.
+        afterwards: [...settled(estimateTokens(inputBytes)), recordSnapshot(plan.conversationId)] as OutboxEntry[],
       },
       abort,
     );
@@ -296,7 +298,6 @@ export class ConversationDO extends ConversationDurableObject {
     }
     if (prepared.verdict) recordValidationError(this.env, this.ctx, plan.endpoint);
     const ready = prepared;
-
     const head: TurnHead = {
       conversationId: plan.conversationId,
       requestId,
@@ -305,14 +306,10 @@ export class ConversationDO extends ConversationDurableObject {
       modelRequested: model.requested,
       inlineChunks: ready.retrieval.chunks,
     };
-    // A new conversation's topic summary is a backend call of its own: a JSON answer's runs beside
-    // the answer, a stream's once the stream has ended, so that no event of the answer waits on it.
-    const wantsTopic = plan.create && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null;
-    const topic = () => generateTopicSummary(rt, model.model, plan.userText);
-    const besideAnswer = wantsTopic && !plan.streaming ? topic() : null;
+    let besideAnswer: Promise<string | null> | null = null;
 
-    /** Records the turn with what must follow it, lets the next one begin, and reports it. */
-    const finish = (collected: Collected): TurnResult => {
+    /** What the turn records, and what it reports. Throws when the turn could not be recorded. */
+    const record = (collected: Collected): TurnResult => {
       const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
       const outcome = turnOutcome(rt, plan, ready, status, collected, head.responseId, inputBytes);
       const tokens = outcome.tokens.input + outcome.tokens.output;
@@ -325,58 +322,105 @@ export class ConversationDO extends ConversationDurableObject {
       if (plan.transcript && rt.config.user_data_collection.transcripts_enabled && (status === "completed" || status === "blocked")) {
         entries.push({ kind: "transcript", payload: transcriptOf(plan, outcome) });
       }
-      let saved = true;
-      try {
-        // A failed turn leaves the approvals it answered usable, for the client to send again.
-        const answered = status === "failed" ? [] : plan.approvals;
-        if (this.commitTurn({ ...outcome.turn, requestId, startedAt }, entries as OutboxEntry[], { created: gated, answered })) {
-          this.enqueue([recordSnapshot(plan.conversationId)]);
-        }
-      } catch (error) {
-        // An answer whose turn could not be saved is not reported as a success.
-        log.error("could not commit a turn", error);
-        saved = false;
-      } finally {
-        this.running.delete(requestId);
-        release();
-      }
-      if (besideAnswer) void this.recordTopic(plan.conversationId, besideAnswer);
-      const error = saved ? collected.error : errors.internal("the answer could not be saved");
+      // Kept only when the conversation still exists (commitTurn drops snapshots otherwise).
+      entries.push(recordSnapshot(plan.conversationId));
+      // A failed turn leaves the approvals it answered usable, for the client to send again.
+      const answered = status === "failed" ? [] : plan.approvals;
+      this.commitTurn({ ...outcome.turn, requestId, startedAt }, entries as OutboxEntry[], { created: gated, answered });
       return {
-        status: saved ? status : "failed",
+        status,
         response: collected.response,
         text: collected.text,
         inputTokens: outcome.tokens.input,
         outputTokens: outcome.tokens.output,
         summary: outcome.turn.summary,
-        error: error ? wire(error) : null,
+        error: collected.error ? wire(collected.error) : null,
         availableQuotas: remaining(admission.admitted, tokens),
         ragChunks: outcome.ragChunks,
         referencedDocuments: outcome.referencedDocuments,
       };
     };
 
-    if (!plan.streaming) {
-      const collected = await readAnswer(rt, plan, ready, answer, abort.signal, async () => undefined);
-      return { ok: true, head, result: finish(collected) };
-    }
-
-    // A stream: its events go back while the turn runs, `finished` last, as NDJSON lines or in the
-    // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
-    // call; the turn is then incomplete.
-    const presenter = plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES;
-    const lines = eventChannel(presenter, () => abort.abort("client disconnected"));
-    void (async () => {
-      if (compacted) await lines.send({ type: "compaction", conversationId: plan.conversationId });
-      const shown = shownEvents(plan.endpoint);
-      const collected = await readAnswer(rt, plan, ready, answer, abort.signal, async (event) => {
-        if (!shown || shown(event)) await lines.send({ type: "backend", event });
+    let finished = false;
+    /**
+     * Ends the turn, once, whatever happens on the way: recorded as its answer says or, when that
+     * fails, as failed (an answer whose turn could not be recorded is not reported as a success);
+     * then the next turn of the conversation may begin.
+     */
+    const finish = (collected: Collected): TurnResult => {
+      finished = true;
+      try {
+        return record(collected);
+      } catch (error) {
+        log.error(`conversation turn ${requestId} could not be recorded`, error);
+        this.failRunning(requestId);
+        const estimate = estimateTokens(inputBytes);
+        return {
+          status: "failed",
+          response: null,
+          text: "",
+          inputTokens: estimate,
+          outputTokens: 0,
+          summary: { user: plan.userText, assistant: "", tool_calls: [], tool_results: [] },
+          error: wire(errors.internal("the answer could not be recorded")),
+          availableQuotas: remaining(admission.admitted, estimate),
+          ragChunks: [],
+          referencedDocuments: [],
+        };
+      } finally {
+        this.running.delete(requestId);
+        release();
+        if (besideAnswer) void this.recordTopic(plan.conversationId, besideAnswer);
+      }
+    };
+    /** The answer as read, or a failed one when reading it threw (the readers report backend faults themselves). */
+    const read = (forward: (event: ResponseStreamEvent) => Promise<void>): Promise<Collected> =>
+      readAnswer(rt, plan, ready, answer, abort.signal, forward).catch((error: unknown) => {
+        log.error(`conversation turn ${requestId}: its answer could not be read`, error);
+        return failedAnswer(errors.internal("the answer could not be read"));
       });
-      await lines.send({ type: "finished", result: finish(collected) });
-      await lines.close();
-      if (wantsTopic) void this.recordTopic(plan.conversationId, topic());
-    })();
-    return { ok: true, head, events: lines.readable };
+
+    try {
+      // A new conversation's topic summary is a backend call of its own: a JSON answer's runs beside
+      // the answer, a stream's once the stream has ended, so that no event of the answer waits on it.
+      const wantsTopic = plan.create && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null;
+      const topic = () => generateTopicSummary(rt, model.model, plan.userText);
+      besideAnswer = wantsTopic && !plan.streaming ? topic() : null;
+
+      if (!plan.streaming) return { ok: true, head, result: finish(await read(async () => undefined)) };
+
+      // A stream: its events go back while the turn runs, `finished` last, as NDJSON lines or in the
+      // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
+      // call; the turn is then incomplete.
+      const presenter = plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES;
+      const lines = eventChannel(presenter, () => abort.abort("client disconnected"));
+      const shown = shownEvents(plan.endpoint);
+      void (async () => {
+        try {
+          if (compacted) await lines.send({ type: "compaction", conversationId: plan.conversationId });
+          const collected = await read(async (event) => {
+            if (!shown || shown(event)) await lines.send({ type: "backend", event });
+          });
+          await lines.send({ type: "finished", result: finish(collected) });
+          if (wantsTopic) void this.recordTopic(plan.conversationId, topic());
+        } catch (error) {
+          // Only a fault of Parley's own lands here; the turn still ends and the stream closes.
+          log.error(`conversation turn ${requestId}: its stream failed`, error);
+          if (!finished) finish(failedAnswer(errors.internal()));
+        } finally {
+          await lines.close();
+        }
+      })();
+      return { ok: true, head, events: lines.readable };
+    } catch (error) {
+      // A fault of Parley's own between the model call and its reading: the call is stopped and
+      // the turn ends as failed, so that the conversation goes on.
+      if (!finished) {
+        abort.abort("the turn failed");
+        finish(failedAnswer(errors.internal()));
+      }
+      throw error;
+    }
   }
 
   /** The conversation's summary (compaction), if it has one. */
