@@ -64,6 +64,8 @@
  *     #misshapen         -> answers that are JSON but not of the wire's shape: stream, after the
  *                           first 2 deltas a response.output_text.delta whose delta is the number
  *                           42, then the rest as usual; non-stream, the answer with output: null.
+ *     #ignore-stream     -> a streamed call is answered as a JSON one (application/json), as by a
+ *                           server that ignores stream: true.
  *     #call-tool:NAME    -> a `function_call` item {id:"fc_…", call_id:"call_…", name:NAME,
  *                           arguments: JSON.stringify({query: Q}), status:"completed"} before the
  *                           message, unless a `function_call_output` item follows the last user
@@ -146,7 +148,8 @@
  *     "data: [DONE]". #fail-midstream: after 2 deltas a chunk {error: {message: "scripted failure",
  *     type: "server_error", param: null, code: "server_error"}} and the stream ends (no [DONE]).
  *     Non-stream #fail-midstream -> 500 as for /v1/responses; non-stream #drop, #garbled and
- *     #stall-headers as for /v1/responses; non-stream #misshapen: the answer with choices: null.
+ *     #stall-headers as for /v1/responses; non-stream #misshapen: the answer with choices: null;
+ *     #ignore-stream as for /v1/responses.
  *   Option omitUsage (CLI --omit-usage): no usage in JSON answers and no usage chunk.
  *
  * CHAT-ONLY (option chatOnly, CLI --chat-only): only GET /v1/models[/{id}], POST
@@ -364,7 +367,7 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
@@ -384,6 +387,7 @@ interface Markers {
   headersStallMs: number;
   garbled: boolean;
   misshapen: boolean;
+  ignoreStream: boolean;
 }
 
 function has(text: string, marker: string): boolean {
@@ -415,6 +419,7 @@ function readMarkers(text: string): Markers {
     headersStallMs: headersStall ? (headersStall[1] === undefined ? DEFAULT_STALL_MS : Number(headersStall[1])) : 0,
     garbled: has(text, "garbled"),
     misshapen: has(text, "misshapen"),
+    ignoreStream: has(text, "ignore-stream"),
   };
 }
 
@@ -851,6 +856,8 @@ export interface Plan {
   garbled: boolean;
   /** JSON of the wrong shape: one event or chunk (stream), or the whole answer (non-stream). */
   misshapen: boolean;
+  /** A streamed call answered as a JSON one (#ignore-stream). */
+  ignoreStream: boolean;
   inputWords: number;
 }
 
@@ -920,6 +927,7 @@ export function planResponse(
     headersStallMs: 0,
     garbled: false,
     misshapen: false,
+    ignoreStream: false,
     inputWords: turn.inputWords,
   };
   const cleanQuestion = stripMarkers(turn.question);
@@ -992,6 +1000,7 @@ export function planResponse(
   plan.headersStallMs = markers.headersStallMs;
   plan.garbled = markers.garbled;
   plan.misshapen = markers.misshapen;
+  plan.ignoreStream = markers.ignoreStream;
   return plan;
 }
 
@@ -1301,7 +1310,7 @@ async function createResponse(ctx: Context): Promise<unknown> {
   const bearer = (ctx.req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
   const plan = planResponse(body, input, body.instructions, ctx.state, ctx.options, bearer);
   await pause(plan.lateMs, ctx.signal);
-  if (body.stream === true) {
+  if (body.stream === true && !plan.ignoreStream) {
     await streamResponse(ctx.res, ctx.signal, body, plan);
     return WRITTEN;
   }

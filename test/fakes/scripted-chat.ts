@@ -208,7 +208,7 @@ export async function createChatCompletion(ctx: Context): Promise<unknown> {
   // Planned as the Responses request it stands for; `tools` holds no file_search in the chat wire.
   const plan = planResponse(body, input, instructions, ctx.state, ctx.options, bearer);
   await pause(plan.lateMs, ctx.signal);
-  if (body.stream === true) {
+  if (body.stream === true && !plan.ignoreStream) {
     await streamChat(ctx, ctx.res, body, plan);
     return WRITTEN;
   }

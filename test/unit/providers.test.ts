@@ -1,6 +1,8 @@
 // Inference providers (worker/backends/providers.ts, provider-models.ts): the configuration keys
 // under `extra`, the backends built from them, model listing with health, and routing, against
 // scripted backends (one of them a chat-only server, one address with nothing listening).
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callModel } from "../../worker/backends/model-call.ts";
 import { listProviderModels, probeProviders } from "../../worker/backends/provider-models.ts";
@@ -255,6 +257,52 @@ describe("several providers, one down", () => {
     const listing = await listProviderModels(backends);
     expect(listing.models).toEqual([]);
     expect(backendError(listing.providers[0]!.error)).toMatchObject({ status: 503 });
+  });
+});
+
+/** A server that answers every request with `body` (200) as the content type given. */
+async function answeringServer(type: string, body: string): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createServer((_, res) => res.writeHead(200, { "content-type": type }).end(body));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/v1`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+describe("a provider whose model list cannot be read", () => {
+  it.each([
+    ["a page that is not JSON", "text/html", "<html>sign in</html>", "the inference backend's model list could not be read: Invalid input: expected object, received string"],
+    ["no list", "application/json", '{"data":null}', "the inference backend's model list could not be read at data: Invalid input: expected array, received null"],
+    ["entries without ids", "application/json", '{"data":[{"object":"model"}]}', "the inference backend's model list could not be read at data.0.id: Invalid input: expected string, received undefined"],
+  ])("says so (%s) instead of listing no models, alone or beside others", async (_, type, body, cause) => {
+    const server = await answeringServer(type, body);
+    try {
+      const alone = await listProviderModels(backendsOf({ inference_backend: { url: server.url, max_retries: 0 } }));
+      expect(alone.providers[0]!.cause).toBe(cause);
+      // A turn's model choice then fails with SPEC's 500 and that cause, not "Model not found".
+      expect(backendError(alone.providers[0]!.error)).toMatchObject({ status: 500, cause });
+      const several = backendsOf(providers({ type: "odd", extra: { url: server.url } }));
+      expect((await listProviderModels(several)).providers[1]!.cause).toBe(cause);
+      // Remembered for a while beside the others, as the kind of failure it was.
+      expect(backendError((await listProviderModels(several)).providers[1]!.error)).toMatchObject({ status: 500, cause });
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe("a streamed call answered with a body that holds no event", () => {
+  it.each(["responses", "chat"])("is refused in the %s wire, not read as an empty answer", async (wire) => {
+    const server = await answeringServer("text/plain", "hello");
+    try {
+      const backends = backendsOf(providers({ type: "plain", extra: { url: server.url, wire } }));
+      const route = routeModel(backends, { identifier: "plain/m", provider_id: "plain", provider_resource_id: "m" });
+      const stream = await callModel(backends, route, { model: "plain/m", input: "hello" }, true, { signal: new AbortController().signal });
+      const collected = await collect(stream, new AbortController().signal, async () => undefined);
+      expect(collected.status).toBe("failed");
+      expect(collected.error).toMatchObject({ status: 500, cause: "the inference backend's stream ended without any event" });
+    } finally {
+      await server.close();
+    }
   });
 });
 

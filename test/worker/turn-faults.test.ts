@@ -85,6 +85,19 @@ describe("a backend whose answer is JSON of the wrong shape", () => {
   });
 });
 
+describe("a backend that answers a streamed call in JSON", () => {
+  it("answers 500 saying so (nothing was streamed yet), and the conversation goes on", async () => {
+    const config = testConfig();
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before" }, user: "ignores-stream", config });
+    const id = first.body.conversation_id;
+    const stream = await callJson<{ detail: Json }>("/v1/streaming_query", { json: { query: "stream please #ignore-stream", conversation_id: id }, user: "ignores-stream", config });
+    expect(stream.status).toBe(500);
+    expect(stream.body.detail).toEqual({ response: "Internal server error", cause: "the inference backend answered a streamed call with application/json, not an event stream" });
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after", conversation_id: id }, user: "ignores-stream", config });
+    expect(next.body.response).toBe("[user_turns=2] You said: after");
+  });
+});
+
 describe("a turn that cannot be recorded", () => {
   /** Makes the conversation's next commit fail once, as a storage fault would. */
   async function failNextCommit(id: string): Promise<void> {

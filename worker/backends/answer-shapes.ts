@@ -1,4 +1,4 @@
-// What Parley reads of a backend's answer, checked where the answer arrives. The SDK parses JSON but
+// What Parley reads of a backend's answers (and of its model list), checked where they arrive. The SDK parses JSON but
 // checks no shape, so an OpenAI-compatible server that answers 200 with something else (no output,
 // a null message content, tokens as strings) would otherwise reach the turn's readers: a TypeError
 // deep in a turn, or nonsense in its records and quotas. Such an answer is SPEC's "anything else"
@@ -13,6 +13,17 @@ import { z } from "zod";
 export class MalformedAnswer extends Error {
   override readonly name = "MalformedAnswer";
 }
+
+/**
+ * What reading an answer threw, with JSON that did not parse (the SDK's SSE reader and fetch's
+ * json() throw SyntaxError) told apart as a malformed answer.
+ */
+export function unreadable(error: unknown): unknown {
+  return error instanceof SyntaxError ? new MalformedAnswer("the inference backend's answer is not JSON") : error;
+}
+
+/** Why a stream that ended without one event was refused. */
+export const NO_EVENTS = "the inference backend's stream ended without any event";
 
 const tokens = z.number().int().min(0);
 const text = z.string().nullish();
@@ -80,6 +91,17 @@ const ChatChunkSchema = z.looseObject({
   usage: ChatUsageSchema,
 });
 
+const ModelListSchema = z.looseObject({
+  data: z.array(
+    z.looseObject({
+      id: z.string(),
+      owned_by: z.string().nullish(),
+      custom_metadata: z.record(z.string(), z.unknown()).nullish(),
+      metadata: z.record(z.string(), z.unknown()).nullish(),
+    }),
+  ),
+});
+
 function checked<T>(schema: z.ZodType, value: unknown, what: string): T {
   const result = schema.safeParse(value);
   if (result.success) return value as T;
@@ -110,4 +132,9 @@ export function checkedCompletion(value: unknown): ChatCompletion {
 /** One Chat Completions stream chunk. */
 export function checkedChunk(value: unknown): ChatCompletionChunk {
   return checked<ChatCompletionChunk>(ChatChunkSchema, value, "stream chunk");
+}
+
+/** A model listing (GET /models): its entries, each with its id. */
+export function checkedModelList(value: unknown): Array<Record<string, unknown>> {
+  return checked<{ data: Array<Record<string, unknown>> }>(ModelListSchema, value, "model list").data;
 }

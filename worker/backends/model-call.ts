@@ -3,7 +3,7 @@
 // event that carries the whole Response. Time-outs, interrupts and error mapping stay with the
 // caller (worker/turn/backend-call.ts), the same for both wires.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { checkedEvent, checkedResponse } from "./answer-shapes.ts";
+import { checkedEvent, checkedResponse, MalformedAnswer, NO_EVENTS, unreadable } from "./answer-shapes.ts";
 import { asFinalEvent, startChatCompletion } from "./chat-call.ts";
 import type { ResponsesParams } from "./chat-request.ts";
 import { vectorStoreSearcher } from "./file-search.ts";
@@ -33,9 +33,22 @@ export async function callModel(
   return checkedEvents(await streamModel<unknown>(client, "/responses", body, request));
 }
 
-/** A Responses stream's events, each checked as it arrives (see answer-shapes.ts). */
+/**
+ * A Responses stream's events, each checked as it arrives (see answer-shapes.ts). A stream without
+ * a single event (a body that was no event stream at all) is refused; one stopped by its caller
+ * ends as the caller says (worker/turn/backend-call.ts).
+ */
 async function* checkedEvents(events: AsyncIterable<unknown>): AsyncIterable<ResponseStreamEvent> {
-  for await (const event of events) yield checkedEvent(event);
+  let any = false;
+  try {
+    for await (const event of events) {
+      any = true;
+      yield checkedEvent(event);
+    }
+  } catch (error) {
+    throw unreadable(error);
+  }
+  if (!any) throw new MalformedAnswer(NO_EVENTS);
 }
 
 /**

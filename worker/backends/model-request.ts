@@ -9,6 +9,7 @@
 import type OpenAI from "openai";
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { Stream } from "openai/core/streaming";
+import { MalformedAnswer, unreadable } from "./answer-shapes.ts";
 
 export interface CallRequestOptions {
   /** What stops a model call: an interrupt, a client gone, the caller's time-out. */
@@ -72,14 +73,27 @@ export async function postModel<T>(client: OpenAI, path: string, body: string, r
     return (await response.json()) as T;
   } catch (error) {
     if (controller.signal.aborted) throw transportError(controller.signal, error);
-    throw error;
+    throw unreadable(error);
   }
 }
 
-/** A streamed call: its server-sent events, parsed by the SDK as its own streams are. */
+/** Content types that are plainly no event stream. */
+const NOT_A_STREAM = /^\s*(application\/json|text\/html)\b/i;
+
+/**
+ * A streamed call: its server-sent events, parsed by the SDK as its own streams are. An answer that
+ * is plainly no event stream (JSON or HTML: a server that ignored stream: true, a proxy's page) is
+ * refused rather than read as a stream without events.
+ */
 export async function streamModel<T>(client: OpenAI, path: string, body: string, request: CallRequestOptions): Promise<Stream<T>> {
   const controller = linked(request.signal);
-  return Stream.fromSSEResponse<T>(await send(client, path, body, controller, request.sent), controller, client);
+  const response = await send(client, path, body, controller, request.sent);
+  const type = response.headers.get("content-type") ?? "";
+  if (NOT_A_STREAM.test(type)) {
+    controller.abort();
+    throw new MalformedAnswer(`the inference backend answered a streamed call with ${type.split(";")[0]}, not an event stream`);
+  }
+  return Stream.fromSSEResponse<T>(response, controller, client);
 }
 
 /**

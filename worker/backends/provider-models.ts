@@ -5,6 +5,7 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
 import { DEFAULT_BACKEND_ID } from "../config/schema.ts";
 import type { ModelInfo } from "../domain/conversation.ts";
+import { checkedModelList, MalformedAnswer } from "./answer-shapes.ts";
 import type { Backend, Backends } from "./providers.ts";
 import { log } from "../log.ts";
 
@@ -42,7 +43,10 @@ export interface ModelsListing {
 interface Failure {
   at: number;
   cause: string;
+  /** The status the backend answered; null when it did not answer (or its answer could not be read). */
   status: number | null;
+  /** It answered, with a listing that could not be read. */
+  malformed: boolean;
 }
 
 type Entry = { at: number; models: ModelInfo[] } | Failure;
@@ -75,7 +79,10 @@ export async function listProviderModels(backends: Backends, options: { fresh?: 
         return { backend, models, cause: null, error: null };
       } catch (error) {
         const cause = failureCause(error);
-        if (several) known.set(backend.id, { at: Date.now(), cause, status: error instanceof APIError && typeof error.status === "number" ? error.status : null });
+        if (several) {
+          const status = error instanceof APIError && typeof error.status === "number" ? error.status : null;
+          known.set(backend.id, { at: Date.now(), cause, status, malformed: error instanceof MalformedAnswer });
+        }
         else known.delete(backend.id);
         return { backend, models: [], cause, error };
       }
@@ -94,15 +101,16 @@ export async function listProviderModels(backends: Backends, options: { fresh?: 
   return { models: [...defaults, ...others.flatMap((listing) => listing.models)], providers: [{ ...first!, models: defaults }, ...others] };
 }
 
-/** A remembered failure as an error of the kind it was (a connection failure, or the status answered). */
-function recreate(failure: Failure): APIError {
+/** A remembered failure as an error of the kind it was (a connection failure, the status answered, a listing unread). */
+function recreate(failure: Failure): Error {
+  if (failure.malformed) return new MalformedAnswer(failure.cause);
   if (failure.status === null) return new APIConnectionError({ message: failure.cause });
   return APIError.generate(failure.status, undefined, failure.cause, new Headers());
 }
 
+/** GET /models as the SDK sends it, its answer checked (the SDK's page reads a listing without a list as empty). */
 async function listRaw(backend: Backend, bounded: boolean): Promise<Array<Record<string, unknown>>> {
-  const page = await backend.client.models.list(bounded ? { timeout: Math.min(LIST_TIMEOUT_MS, backend.timeoutMs), maxRetries: 0 } : undefined);
-  return page.data as unknown as Array<Record<string, unknown>>;
+  return checkedModelList(await backend.client.get("/models", bounded ? { timeout: Math.min(LIST_TIMEOUT_MS, backend.timeoutMs), maxRetries: 0 } : undefined));
 }
 
 /** A short, safe reason for a failed listing or probe (the backend's own texts may carry internals). */
@@ -110,6 +118,7 @@ export function failureCause(error: unknown): string {
   if (error instanceof APIConnectionTimeoutError) return "the backend did not answer in time";
   if (error instanceof APIConnectionError) return "Connection error while trying to reach backend service.";
   if (error instanceof APIError) return error.status ? `the backend answered ${error.status}` : "the backend failed";
+  if (error instanceof MalformedAnswer) return error.message;
   return "the backend could not be reached";
 }
 

@@ -1,6 +1,6 @@
 // The inference backend misbehaving under every endpoint that calls the model, JSON and stream
 // (RELIABILITY.md "Backend faults"): down, slower than the time-out, 5xx, 429, a connection cut
-// mid-answer, malformed SSE (a JSON answer that is not JSON), a stall right after the headers, a
+// mid-answer, malformed SSE (a JSON answer that is not JSON), JSON of the wrong shape, a stall right after the headers, a
 // stall mid-stream and a failure reported mid-stream. Each must give SPEC's status or terminal
 // event, within the time-out (plus a margin for the test machine), and leave the conversation
 // consistent: the failed turn is no turn (no half answer in the history, the count unchanged), and
@@ -41,7 +41,8 @@ const FAULTS: Fault[] = [
   { name: "answers 503", marker: "#status=503", status: 500, response: INTERNAL },
   { name: "answers 429", marker: "#rate-limit", status: 429, response: "The model quota has been exceeded" },
   { name: "cuts the connection mid-answer", marker: "#drop", status: 503, response: UNREACHABLE },
-  { name: "sends malformed SSE / a body that is not JSON", marker: "#garbled", status: 500, response: INTERNAL },
+  { name: "sends malformed SSE / a body that is not JSON", marker: "#garbled", status: 500, response: INTERNAL, cause: /answer is not JSON/ },
+  { name: "answers JSON of the wrong shape", marker: "#misshapen", status: 500, response: INTERNAL, cause: /could not be read/ },
   { name: "stalls right after the headers", marker: "#stall-headers=15000", status: 503, response: UNREACHABLE, cause: /did not answer in time/ },
   { name: "stalls mid-stream", marker: "#stall=15000", status: 503, response: UNREACHABLE, cause: /did not answer in time/ },
   { name: "reports a failure mid-stream", marker: "#fail-midstream", status: 500, response: INTERNAL },
