@@ -7,7 +7,7 @@
 // through untouched.
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Response, ResponseStreamEvent } from "openai/resources/responses/responses";
-import { z } from "zod";
+import * as z from "zod";
 
 /** A backend answer that is not what its wire API promises. */
 export class MalformedAnswer extends Error {
