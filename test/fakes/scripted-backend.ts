@@ -158,7 +158,8 @@
  *
  * POST /v1/moderations {input: string | string[] | [{type:"text", text}], model?}: one result per
  *   input; flagged iff the text contains #unsafe (categories.violence true, score 0.99, every other
- *   category false / 0). Any model name is accepted (default "omni-moderation-latest").
+ *   category false / 0); no result for an input that contains #no-verdict. Any model name is
+ *   accepted (default "omni-moderation-latest").
  *
  * Files and vector stores (in memory, OpenAI shapes; unknown ids -> 404 invalid_request_error):
  *   POST /v1/files (multipart: file, purpose), GET /v1/files, GET|DELETE /v1/files/{id},
@@ -367,7 +368,7 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
@@ -1472,7 +1473,8 @@ const ROUTES: Route[] = [
     handler: (ctx) => ({
       id: `modr-${randomHex(32)}`,
       model: typeof ctx.body.model === "string" ? ctx.body.model : "omni-moderation-latest",
-      results: moderationInputs(ctx.body.input).map(moderationResult),
+      // #no-verdict: a moderation service that answers without results.
+      results: moderationInputs(ctx.body.input).flatMap((text) => (has(text, "no-verdict") ? [] : [moderationResult(text)])),
     }),
   },
   { method: "POST", pattern: /^\/v1\/files$/, handler: uploadFile, raw: true },

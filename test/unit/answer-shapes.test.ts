@@ -3,7 +3,7 @@
 // Parley does not read left alone; answers of the wrong shape are refused, saying where.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkedChunk, checkedCompletion, checkedEvent, checkedResponse, MalformedAnswer } from "../../worker/backends/answer-shapes.ts";
+import { checkedChunk, checkedCompletion, checkedEvent, checkedResponse, MalformedAnswer, moderationFlagged } from "../../worker/backends/answer-shapes.ts";
 import { startScriptedBackend, type ScriptedBackend } from "../fakes/scripted-backend.ts";
 
 let backend: ScriptedBackend;
@@ -97,6 +97,22 @@ describe("Chat Completions answers", () => {
 
   it("refuses a chunk whose delta content is not text", () => {
     expect(() => checkedChunk({ id: "c", choices: [{ index: 0, delta: { content: 42 }, finish_reason: null }] })).toThrow(/stream chunk could not be read at choices\.0\.delta\.content/);
+  });
+});
+
+describe("moderations", () => {
+  it("reads the scripted backend's verdicts through the official client", async () => {
+    expect(moderationFlagged(await client.moderations.create({ input: "a kind word" }))).toBe(false);
+    expect(moderationFlagged(await client.moderations.create({ input: "#unsafe words" }))).toBe(true);
+  });
+
+  it.each([
+    ["no results", { results: [] }, /at results: Too small/],
+    ["a result without its verdict", { results: [{ categories: {} }] }, /at results\.0\.flagged/],
+    ["a verdict in words", { results: [{ flagged: "yes" }] }, /at results\.0\.flagged/],
+    ["a page that is not JSON", "<html>", /moderation could not be read/],
+  ])("refuses one with %s rather than reading it as not flagged", (_, answer, cause) => {
+    expect(() => moderationFlagged(answer)).toThrow(cause);
   });
 });
 

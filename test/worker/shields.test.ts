@@ -110,6 +110,21 @@ describe("input shields", () => {
   });
 });
 
+describe("a moderation that gives no verdict", () => {
+  it("fails the turn instead of letting the input through, on the way in and on the way out", async () => {
+    const marker = crypto.randomUUID();
+    const res = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { json: { query: `#no-verdict ${marker}` }, user: "sheila", config });
+    expect(res.status).toBe(500);
+    expect(res.body.detail.cause).toMatch(/^the inference backend's moderation could not be read at results/);
+    // Refused before the model was called.
+    expect((await backendCalls(marker)).map((c) => c.path)).toEqual(["/v1/moderations"]);
+    // An output shield gets the model's answer (which repeats the question) and no verdict on it.
+    const out = await callJson<{ detail: { cause: string } }>("/v1/query", { json: { query: "repeat #no-verdict" }, user: "sheila", config: outputOnly });
+    expect(out.status).toBe(500);
+    expect(out.body.detail.cause).toMatch(/moderation could not be read/);
+  });
+});
+
 describe("output shields", () => {
   it("hold a stream's answer and release nothing unsafe", async () => {
     const events = (await readSse(await call("/v1/streaming_query", { json: { query: "repeat #unsafe words" }, user: "sheila", config: outputOnly }))).map(

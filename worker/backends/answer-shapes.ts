@@ -1,10 +1,11 @@
-// What Parley reads of a backend's answers (and of its model list), checked where they arrive. The SDK parses JSON but
-// checks no shape, so an OpenAI-compatible server that answers 200 with something else (no output,
-// a null message content, tokens as strings) would otherwise reach the turn's readers: a TypeError
-// deep in a turn, or nonsense in its records and quotas. Such an answer is SPEC's "anything else"
-// backend error instead (500, with a cause that names what was wrong). Only what Parley reads is
-// checked, loosely: every other field, and item types Parley does not know (reasoning, say), pass
-// through untouched.
+// What Parley reads of a backend's answers (and of its model lists and moderations), checked where
+// they arrive. The SDK parses JSON but checks no shape, so an OpenAI-compatible server that answers
+// 200 with something else (no output, a null message content, tokens as strings, a moderation
+// without a verdict) would otherwise reach the turn's readers: a TypeError deep in a turn, nonsense
+// in its records and quotas, or input let through unchecked. Such an answer is SPEC's "anything
+// else" backend error instead (500, with a cause that names what was wrong). Only what Parley reads
+// is checked, loosely: every other field, and item types Parley does not know (reasoning, say),
+// pass through untouched.
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Response, ResponseStreamEvent } from "openai/resources/responses/responses";
 import * as z from "zod";
@@ -102,6 +103,9 @@ const ModelListSchema = z.looseObject({
   ),
 });
 
+/** A moderation of one input: at least one result, each saying whether it flagged. */
+const ModerationSchema = z.looseObject({ results: z.array(z.looseObject({ flagged: z.boolean() })).min(1) });
+
 function checked<T>(schema: z.ZodType, value: unknown, what: string): T {
   const result = schema.safeParse(value);
   if (result.success) return value as T;
@@ -137,4 +141,9 @@ export function checkedChunk(value: unknown): ChatCompletionChunk {
 /** A model listing (GET /models): its entries, each with its id. */
 export function checkedModelList(value: unknown): Array<Record<string, unknown>> {
   return checked<{ data: Array<Record<string, unknown>> }>(ModelListSchema, value, "model list").data;
+}
+
+/** Whether a moderation (of one input) flagged it; an answer without a verdict is refused, never read as "not flagged". */
+export function moderationFlagged(value: unknown): boolean {
+  return checked<{ results: Array<{ flagged: boolean }> }>(ModerationSchema, value, "moderation").results.some((result) => result.flagged);
 }

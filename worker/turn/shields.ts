@@ -5,6 +5,7 @@
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { ShieldConfig } from "../config/schema.ts";
 import { errors } from "../errors.ts";
+import { moderationFlagged } from "../backends/answer-shapes.ts";
 import { apiBackend, unservedApiError } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
 import type { Item } from "../domain/conversation.ts";
@@ -39,8 +40,7 @@ export async function moderate(rt: Runtime, shields: ShieldConfig[], text: strin
     let flagged: boolean;
     const backend = apiBackend(rt.backends, "moderations", shield.provider_id);
     try {
-      const result = await backend.client.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) });
-      flagged = result.results.some((entry) => entry.flagged);
+      flagged = moderationFlagged(await backend.client.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) }));
     } catch (error) {
       // A shield that cannot run must not let the input through unchecked.
       throw unservedApiError(error, "moderations", backend) ?? backendError(error);
