@@ -56,6 +56,9 @@ const ResponseSchema = z.looseObject({
   error: z.looseObject({ message: text }).nullish(),
 });
 
+/** Every Responses stream event names its type. */
+const EventSchema = z.looseObject({ type: z.string() });
+
 /** The Responses events whose fields the turn reads, by type; other types need only their type. */
 const EVENT_SCHEMAS: Record<string, z.ZodType> = {
   "response.output_text.delta": z.looseObject({ delta: z.string() }),
@@ -113,8 +116,6 @@ function checked<T>(schema: z.ZodType, value: unknown, what: string): T {
   const at = issue.path.length > 0 ? ` at ${issue.path.join(".")}` : "";
   throw new MalformedAnswer(`the inference backend's ${what} could not be read${at}: ${issue.message}`);
 }
-
-const EventSchema = z.looseObject({ type: z.string() });
 
 /** A Responses answer (JSON), as the SDK's type once its shape is known. */
 export function checkedResponse(value: unknown): Response {

@@ -82,8 +82,9 @@ export async function listProviderModels(backends: Backends, options: { fresh?: 
         if (several) {
           const status = error instanceof APIError && typeof error.status === "number" ? error.status : null;
           known.set(backend.id, { at: Date.now(), cause, status, malformed: error instanceof MalformedAnswer });
+        } else {
+          known.delete(backend.id);
         }
-        else known.delete(backend.id);
         return { backend, models: [], cause, error };
       }
     }),
