@@ -205,6 +205,22 @@ describe("interrupting and abandoning streams", () => {
     expect(next.body.response).toBe("[user_turns=2] You said: still there?");
   });
 
+  it("a client that disconnects from a streamed response leaves the turn recorded as incomplete too", async () => {
+    const response = await call("/v1/responses", { json: { input: slow, stream: true }, user: "grace" });
+    const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let seen = "";
+    while (!seen.includes("response.output_text.delta")) seen += (await reader.read()).value ?? "";
+    await reader.cancel();
+    await settle();
+    const id = /"conversation":"conv_([0-9a-f]+)"/.exec(seen)![1]!;
+    const detail = await eventually(async () => {
+      const found = await callJson<Detail>(`/v1/conversations/${id}`, { user: "grace" });
+      expect(found.body.chat_history).toHaveLength(1);
+      return found;
+    });
+    expect(detail.body.chat_history[0]!.status).toBe("incomplete");
+  });
+
   it("streams of one conversation never interleave", async () => {
     const id = await newConversation("heidi");
     // Each client reads its stream as soon as it starts: a turn holds the conversation until its

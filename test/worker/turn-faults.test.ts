@@ -233,10 +233,10 @@ describe("questions larger than the model or the storage take", () => {
 
 describe("a conversation's Durable Object that restarts mid-turn", () => {
   /** Reads a stream until its first token, restarts every Durable Object, and reads what is left. */
-  async function restartAfterFirstToken(stream: Response): Promise<string> {
+  async function restartAfterFirstToken(stream: Response, token = '"event":"token"'): Promise<string> {
     const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
     let seen = "";
-    while (!seen.includes('"event":"token"')) {
+    while (!seen.includes(token)) {
       const { value, done } = await reader.read();
       if (done) throw new Error(`the stream ended before its first token: ${seen}`);
       seen += value;
@@ -247,6 +247,7 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     for (;;) {
       const next = await reader.read().catch(() => ({ done: true as const, value: undefined }));
       if (next.done) break;
+      seen += next.value;
     }
     return seen;
   }
@@ -265,6 +266,15 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["before the restart", question, "after the restart"]);
     // Recorded without an answer: the partial text was lost with the object's memory.
     expect(detail.body.chat_history[1]!.messages.slice(1).map((message) => message.content).join("")).toBe("");
+  });
+
+  it("ends a streamed response with response.failed and [DONE], not a cut connection", { timeout: 20_000 }, async () => {
+    const response = await call("/v1/responses", { json: { input: "one two three four five six seven eight #slow=500", stream: true }, user: "restart-responses" });
+    const seen = await restartAfterFirstToken(response, "response.output_text.delta");
+    const events = seen.split("\n\n").filter((frame) => frame.includes("data: "));
+    expect(events.at(-1)).toBe("data: [DONE]");
+    expect(events.at(-2)).toContain('"type":"response.failed"');
+    expect(events.at(-2)).toContain("the response ended early");
   });
 
   it("keeps a conversation whose first turn was running (it is written with that turn's marker)", { timeout: 20_000 }, async () => {

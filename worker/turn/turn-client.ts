@@ -77,7 +77,10 @@ export async function finished(turn: StartedTurn): Promise<TurnResult> {
 
 /**
  * A streamed answer's body: the turn's events, each presented as text by `presenter` and encoded,
- * in one stream stage. Events that arrive together go to the client as one chunk.
+ * in one stream stage. Events that arrive together go to the client as one chunk. Should the
+ * events break off (the conversation's Durable Object reset mid-answer, as a deploy does), the
+ * stage is ended rather than aborted, so that the presenter ends the answer in its wire form (a
+ * response's `response.failed` and `[DONE]`) instead of the client seeing its connection cut.
  */
 export function presented(turn: StartedTurn, presenter: TurnPresenter): ReadableStream<Uint8Array> {
   const parse = ndjsonParser<TurnEvent>();
@@ -86,13 +89,19 @@ export function presented(turn: StartedTurn, presenter: TurnPresenter): Readable
   const send = (text: string, controller: TransformStreamDefaultController<Uint8Array>) => {
     if (text) controller.enqueue(encoder.encode(text));
   };
-  return turn.lines.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      start: (controller) => send(form.start(), controller),
-      transform: (chunk, controller) => send(form.events(parse(chunk)), controller),
-      flush: (controller) => send(form.events(parse(null)) + form.end(), controller),
-    }),
-  );
+  let brokenLine = false;
+  const stage = new TransformStream<Uint8Array, Uint8Array>({
+    start: (controller) => send(form.start(), controller),
+    transform: (chunk, controller) => send(form.events(parse(chunk)), controller),
+    // A line cut in half by a break is dropped: the events before it are whole.
+    flush: (controller) => send((brokenLine ? "" : form.events(parse(null))) + form.end(), controller),
+  });
+  turn.lines.pipeTo(stage.writable, { preventAbort: true }).catch(() => {
+    // Also reached when the client went away: the stage is errored then, and closing it fails.
+    brokenLine = true;
+    stage.writable.close().catch(() => undefined);
+  });
+  return stage.readable;
 }
 
 /** Parses newline-delimited JSON (UTF-8) into values. */
