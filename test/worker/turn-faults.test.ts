@@ -243,7 +243,7 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     }
     // Every object's memory is gone (as after an eviction or a crash); storage stays.
     await abortAllDurableObjects();
-    // The stream is cut (its client saw part of an answer); whatever it still delivers ends it.
+    // The object's stream is cut (its client saw part of an answer); whatever still comes ends it.
     for (;;) {
       const next = await reader.read().catch(() => ({ done: true as const, value: undefined }));
       if (next.done) break;
@@ -256,7 +256,9 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the restart" }, user: "restart" });
     const id = first.body.conversation_id;
     const question = "one two three four five six seven eight #slow=500";
-    await restartAfterFirstToken(await call("/v1/streaming_query", { json: { query: question, conversation_id: id }, user: "restart" }));
+    const seen = await restartAfterFirstToken(await call("/v1/streaming_query", { json: { query: question, conversation_id: id }, user: "restart" }));
+    // The stream ends with SPEC's error event, not a cut connection.
+    expect(seen.trimEnd().split("\n\n").at(-1)).toBe('data: {"event":"error","data":{"status_code":500,"response":"Internal server error","cause":"the answer ended early"}}');
 
     const after = await callJson<{ response: string }>("/v1/query", { json: { query: "after the restart", conversation_id: id }, user: "restart" });
     expect(after.status).toBe(200);

@@ -5,7 +5,7 @@ import { Hono, type Context } from "hono";
 import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
-import type { TurnPlan, TurnResult } from "../domain/conversation.ts";
+import type { StreamPresentation, TurnPlan, TurnResult } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import { AttachmentSchema, userMessage } from "../turn/attachments.ts";
@@ -14,7 +14,7 @@ import { targetConversation } from "../turn/conversations.ts";
 import { planTurn } from "../turn/plan.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
-import { conversationStub, finished, fromWire, startTurn } from "../turn/turn-client.ts";
+import { conversationStub, finished, fromWire, passedOn, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 import { planContext, sse, textStream, turnBodyLimit } from "./streams.ts";
 
@@ -61,7 +61,9 @@ for (const prefix of ["/v1", "/v2", ""]) {
   query.post(`${prefix}/streaming_query`, guard(ACTIONS.streamingQuery), turnBodyLimit(), async (c) => {
     const body = await readJson(c, QueryRequestSchema);
     const turn = await startTurn(c.env, await planQueryTurn(c, body, true));
-    return body.media_type === "text/plain" ? textStream(turn.lines) : sse(turn.lines);
+    const presentation = presentationOf(body);
+    const stream = passedOn(turn, presentation);
+    return presentation === "query-text" ? textStream(stream) : sse(stream);
   });
 }
 
@@ -103,11 +105,14 @@ async function planQueryTurn(c: Context<AppEnv>, body: QueryRequest, streaming: 
     retrieval: { solr: body.solr, vectorStoreIds: body.vector_store_ids ?? null },
     generateTopicSummary: body.generate_topic_summary ?? true,
     streaming,
-    presentation: body.media_type === "text/plain" ? "query-text" : "query-sse",
+    presentation: presentationOf(body),
     transcript: true,
     attachments: body.attachments ?? [],
   });
 }
+
+/** The wire form of a streamed answer: `media_type: text/plain` is the answer text alone. */
+const presentationOf = (body: QueryRequest): StreamPresentation => (body.media_type === "text/plain" ? "query-text" : "query-sse");
 
 function queryResponse(conversationId: string, result: TurnResult) {
   return {

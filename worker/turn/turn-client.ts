@@ -1,9 +1,9 @@
 // The Worker's side of a turn: the one call to the conversation's Durable Object that runs it, and
 // its events read back. Also the stub through which the endpoints reach a conversation.
-import type { TurnEvent, TurnHead, TurnPlan, TurnResult, WireError } from "../domain/conversation.ts";
+import type { StreamPresentation, TurnEvent, TurnHead, TurnPlan, TurnResult, WireError } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
-import { presenting, type TurnPresenter } from "./presenting.ts";
+import { presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
 import type { ConversationDO } from "./conversation-runner.ts";
 
 /** The RPC surface of a conversation's Durable Object as the Worker uses it. */
@@ -102,6 +102,24 @@ export function presented(turn: StartedTurn, presenter: TurnPresenter): Readable
     stage.writable.close().catch(() => undefined);
   });
   return stage.readable;
+}
+
+/**
+ * A stream the conversation's Durable Object presented itself (its plan named the form), passed on
+ * as it is, byte for byte. Should the object's stream break off mid-answer (a reset, as a deploy
+ * does), the answer still ends in its form (streaming_query's error event) instead of the client
+ * seeing its connection cut.
+ */
+export function passedOn(turn: StartedTurn, presentation: StreamPresentation): ReadableStream<Uint8Array> {
+  const { readable, writable } = new IdentityTransformStream();
+  turn.lines.pipeTo(writable, { preventAbort: true }).catch(async () => {
+    // Also reached when the client went away: the pipe is errored then, and writing fails.
+    const writer = writable.getWriter();
+    const ending = presenting(streamPresenter(presentation, turn.head)).end();
+    if (ending) await writer.write(new TextEncoder().encode(ending)).catch(() => undefined);
+    await writer.close().catch(() => undefined);
+  });
+  return readable;
 }
 
 /** Parses newline-delimited JSON (UTF-8) into values. */
