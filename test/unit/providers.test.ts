@@ -2,7 +2,6 @@
 // under `extra`, the backends built from them, model listing with health, and routing, against
 // scripted backends (one of them a chat-only server, one address with nothing listening).
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callModel } from "../../worker/backends/model-call.ts";
 import { listProviderModels, probeProviders } from "../../worker/backends/provider-models.ts";
@@ -12,6 +11,7 @@ import type { Config } from "../../worker/config/schema.ts";
 import { ApiError } from "../../worker/errors.ts";
 import { backendError } from "../../worker/turn/backend-errors.ts";
 import { collect } from "../../worker/turn/collect.ts";
+import { listenOn } from "../fakes/listen.ts";
 import { startScriptedBackend, type ScriptedBackend } from "../fakes/scripted-backend.ts";
 
 /** Nothing listens on the discard port: a provider that is down. */
@@ -263,8 +263,7 @@ describe("several providers, one down", () => {
 /** A server that answers every request with `body` (200) as the content type given. */
 async function answeringServer(type: string, body: string): Promise<{ url: string; close: () => Promise<void> }> {
   const server = createServer((_, res) => res.writeHead(200, { "content-type": type }).end(body));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOn(server);
   return { url: `http://127.0.0.1:${port}/v1`, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 

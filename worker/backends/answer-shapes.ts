@@ -23,8 +23,23 @@ export function unreadable(error: unknown): unknown {
   return error instanceof SyntaxError ? new MalformedAnswer("the inference backend's answer is not JSON") : error;
 }
 
-/** Why a stream that ended without one event was refused. */
-export const NO_EVENTS = "the inference backend's stream ended without any event";
+/**
+ * A stream's events, each checked by `check` as it arrives. A stream without a single event (a
+ * body that was no event stream at all) is refused; one stopped by its caller ends as the caller
+ * says (worker/turn/backend-call.ts ignores what a stopped call throws).
+ */
+export async function* checkedStream<T>(events: AsyncIterable<unknown>, check: (event: unknown) => T): AsyncIterable<T> {
+  let any = false;
+  try {
+    for await (const event of events) {
+      any = true;
+      yield check(event);
+    }
+  } catch (error) {
+    throw unreadable(error);
+  }
+  if (!any) throw new MalformedAnswer("the inference backend's stream ended without any event");
+}
 
 const tokens = z.number().int().min(0);
 const text = z.string().nullish();

@@ -8,7 +8,7 @@ import type OpenAI from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import type { Response, ResponseOutputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { errors } from "../errors.ts";
-import { checkedChunk, checkedCompletion, MalformedAnswer, NO_EVENTS, unreadable } from "./answer-shapes.ts";
+import { checkedChunk, checkedCompletion, checkedStream } from "./answer-shapes.ts";
 import { ChatEventTranslator, estimateTokens } from "./chat-events.ts";
 import { toChatRequest, type ResponsesParams } from "./chat-request.ts";
 import { fileSearchCall, fileSearchContext, type FileSearcher, type FileSearchResult } from "./file-search.ts";
@@ -55,18 +55,9 @@ export async function startChatCompletion(
   const stream = await streamModel<unknown>(client, "/chat/completions", JSON.stringify(streamed), request);
   return (async function* events() {
     yield* translator.start(leading);
-    let any = false;
-    try {
-      for await (const chunk of stream) {
-        any = true;
-        yield* translator.chunk(checkedChunk(chunk));
-      }
-    } catch (error) {
-      throw unreadable(error);
-    }
+    for await (const chunk of checkedStream(stream, checkedChunk)) yield* translator.chunk(chunk);
     // An aborted call ends quietly in the SDK: it must not read as a finished answer.
     if (request.signal.aborted) return;
-    if (!any) throw new MalformedAnswer(NO_EVENTS);
     yield* translator.end();
   })();
 }

@@ -3,7 +3,7 @@
 // event that carries the whole Response. Time-outs, interrupts and error mapping stay with the
 // caller (worker/turn/backend-call.ts), the same for both wires.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { checkedEvent, checkedResponse, MalformedAnswer, NO_EVENTS, unreadable } from "./answer-shapes.ts";
+import { checkedEvent, checkedResponse, checkedStream } from "./answer-shapes.ts";
 import { asFinalEvent, startChatCompletion } from "./chat-call.ts";
 import type { ResponsesParams } from "./chat-request.ts";
 import { vectorStoreSearcher } from "./file-search.ts";
@@ -30,25 +30,7 @@ export async function callModel(
   // POST /responses (what the SDK's responses.create sends), with the body already encoded.
   const body = responsesBody(sent, streaming);
   if (!streaming) return asFinalEvent(checkedResponse(await postModel<unknown>(client, "/responses", body, request)));
-  return checkedEvents(await streamModel<unknown>(client, "/responses", body, request));
-}
-
-/**
- * A Responses stream's events, each checked as it arrives (see answer-shapes.ts). A stream without
- * a single event (a body that was no event stream at all) is refused; one stopped by its caller
- * ends as the caller says (worker/turn/backend-call.ts).
- */
-async function* checkedEvents(events: AsyncIterable<unknown>): AsyncIterable<ResponseStreamEvent> {
-  let any = false;
-  try {
-    for await (const event of events) {
-      any = true;
-      yield checkedEvent(event);
-    }
-  } catch (error) {
-    throw unreadable(error);
-  }
-  if (!any) throw new MalformedAnswer(NO_EVENTS);
+  return checkedStream(await streamModel<unknown>(client, "/responses", body, request), checkedEvent);
 }
 
 /**
