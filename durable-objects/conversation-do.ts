@@ -102,6 +102,14 @@ type ApprovalRow = {
   retain_ms: number;
 };
 
+/**
+ * The most a conversation keeps, in UTF-16 code units of its turns' stored JSON (README "Limits"):
+ * every copy of its turns (a read of the conversation, a fork's seed) must fit one Durable Object
+ * call (32 MiB, at most 2 bytes a unit) with the last turn's answer on top, and the object holds
+ * them all in memory. A turn that would take it beyond is refused before its model call.
+ */
+export const MAX_STORED_UNITS = 10 * 1024 * 1024;
+
 /** Stored JSON values are cut into chunks of this many UTF-16 units (at most 1.5 MB of UTF-8 each). */
 const CHUNK_UNITS = 512 * 1024;
 /**
@@ -165,6 +173,18 @@ const SCHEMA_VERSION = "2";
 
 type TurnRow = Record<string, string | number | null>;
 
+/** A turn's JSON as it is stored: its items, its answer's items and its summary. */
+type StoredJson = { input: string; output: string; summary: string };
+
+function storedJson(turn: StoredTurn): StoredJson {
+  return { input: JSON.stringify(turn.input), output: JSON.stringify(turn.output), summary: JSON.stringify(turn.summary) };
+}
+
+/** A stored turn's size in UTF-16 code units (see storedUnits). */
+function storedUnitsOf(json: StoredJson): number {
+  return json.input.length + json.output.length + json.summary.length;
+}
+
 /** A conversation its first turn created, not yet written. */
 type Creation = { owner: string; createdAt: string; seed: StoredTurn[] };
 
@@ -179,6 +199,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private cachedOwner: string | null | undefined;
   private cachedMeta: Map<string, string> | null = null;
   private cachedTurns: StoredTurn[] | null = null;
+  /** The stored size of `cachedTurns` (see storedUnits), kept with them. */
+  private cachedStoredUnits = 0;
   private cachedHistory: Item[] | null = null;
   private cachedHistoryBytes: number | null = null;
   /** Turns running now, by request id: what they are, who may interrupt them, and how. */
@@ -250,6 +272,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     this.cachedOwner = empty ? null : undefined;
     this.cachedMeta = empty ? new Map() : null;
     this.cachedTurns = empty ? [] : null;
+    this.cachedStoredUnits = 0;
     this.cachedHistory = null;
     this.cachedHistoryBytes = null;
     if (empty) this.mayHaveApprovals = false;
@@ -460,11 +483,26 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   // -------------------------------------------------------------------------------------------
 
   protected turns(): StoredTurn[] {
-    this.cachedTurns ??= this.sql
-      .exec<TurnRow>("SELECT * FROM turns ORDER BY turn_number")
-      .toArray()
-      .map((row) => this.turnFromRow(row));
+    if (this.cachedTurns === null) {
+      const rows = this.sql.exec<TurnRow>("SELECT * FROM turns ORDER BY turn_number").toArray();
+      this.cachedStoredUnits = 0;
+      this.cachedTurns = rows.map((row) => {
+        const { turn, units } = this.turnFromRow(row);
+        this.cachedStoredUnits += units;
+        return turn;
+      });
+    }
     return this.cachedTurns;
+  }
+
+  /**
+   * How much the conversation's turns take as stored JSON, in UTF-16 code units: what bounds the
+   * size of every copy of them (a Durable Object call carries at most 32 MiB, 2 bytes a unit at
+   * worst) and of this object's memory.
+   */
+  protected storedUnits(): number {
+    this.turns();
+    return this.cachedStoredUnits;
   }
 
   /** Earlier turns as backend input items, oldest first. */
@@ -492,16 +530,16 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private insertTurn(turn: StoredTurn): void {
     // Read before the write, so that the new row is not read with the rest and then added again.
     this.turns();
-    this.writeTurn(turn);
-    this.remember(turn);
+    this.remember(turn, this.writeTurn(turn));
   }
 
-  private writeTurn(turn: StoredTurn): void {
+  /** Writes a turn's row (and blobs); returns its stored size in UTF-16 code units. */
+  private writeTurn(turn: StoredTurn): number {
     // A turn's JSON stays in its row when the row can hold it (one table written), in blobs when not.
-    const input = JSON.stringify(turn.input);
-    const output = JSON.stringify(turn.output);
-    const summary = JSON.stringify(turn.summary);
-    const inline = input.length + output.length + summary.length <= CHUNK_UNITS;
+    const json = storedJson(turn);
+    const { input, output, summary } = json;
+    const units = storedUnitsOf(json);
+    const inline = units <= CHUNK_UNITS;
     this.sql.exec(
       `INSERT INTO turns (turn_number, request_id, status, provider, model, response_id, started_at, completed_at, input, output, summary)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -516,23 +554,32 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       ...(inline ? [input, output, summary] : ["", "", ""]),
     );
     if (!inline) this.writeBlob(`turn:${turn.turnNumber}`, `{"input":${input},"output":${output},"summary":${summary}}`);
+    return units;
   }
 
   /** Adds a turn to what is kept in memory (numbers only grow: seeds arrive in order before any turn). */
-  private remember(turn: StoredTurn): void {
+  private remember(turn: StoredTurn, units = storedUnitsOf(storedJson(turn))): void {
     this.turns().push(turn);
+    this.cachedStoredUnits += units;
     const added = turnHistory(turn);
     this.cachedHistory?.push(...added);
     if (this.cachedHistoryBytes !== null && added.length > 0) this.cachedHistoryBytes += utf8Bytes(JSON.stringify(added)) + 1;
   }
 
-  private turnFromRow(row: TurnRow): StoredTurn {
+  private turnFromRow(row: TurnRow): { turn: StoredTurn; units: number } {
     const turnNumber = Number(row.turn_number);
-    const data =
-      row.input === ""
-        ? (this.readBlob<{ input: Item[]; output: Item[]; summary: TurnSummary }>(`turn:${turnNumber}`) ?? { input: [], output: [], summary: { user: "", assistant: "", tool_calls: [], tool_results: [] } })
-        : { input: JSON.parse(String(row.input)) as Item[], output: JSON.parse(String(row.output)) as Item[], summary: JSON.parse(String(row.summary)) as TurnSummary };
-    return {
+    let units: number;
+    let data: { input: Item[]; output: Item[]; summary: TurnSummary };
+    if (row.input === "") {
+      const text = this.readBlobText(`turn:${turnNumber}`);
+      units = text?.length ?? 0;
+      data = text === null ? { input: [], output: [], summary: { user: "", assistant: "", tool_calls: [], tool_results: [] } } : (JSON.parse(text) as typeof data);
+    } else {
+      const [input, output, summary] = [String(row.input), String(row.output), String(row.summary)];
+      units = storedUnitsOf({ input, output, summary });
+      data = { input: JSON.parse(input) as Item[], output: JSON.parse(output) as Item[], summary: JSON.parse(summary) as TurnSummary };
+    }
+    const turn: StoredTurn = {
       turnNumber,
       requestId: String(row.request_id),
       status: row.status as TurnStatus,
@@ -543,6 +590,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       completedAt: String(row.completed_at),
       ...data,
     };
+    return { turn, units };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -664,6 +712,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     this.cachedOwner = null;
     this.cachedMeta = null;
     this.cachedTurns = [];
+    this.cachedStoredUnits = 0;
     this.cachedHistory = [];
     this.cachedHistoryBytes = 0;
   }
@@ -820,9 +869,9 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     }
   }
 
-  private readBlob<T>(key: string): T | null {
+  private readBlobText(key: string): string | null {
     const chunks = this.sql.exec<{ chunk: string }>("SELECT chunk FROM blobs WHERE key = ? ORDER BY seq", key).toArray();
-    return chunks.length === 0 ? null : (JSON.parse(chunks.map((row) => row.chunk).join("")) as T);
+    return chunks.length === 0 ? null : chunks.map((row) => row.chunk).join("");
   }
 
 }

@@ -87,6 +87,9 @@ export const errors = {
   approvalNotLatest: (id: string) =>
     new ApiError(409, "Approval request is not for the latest turn", `Approval request with ID ${id} can only be answered by continuing the conversation from its latest response`),
   promptTooLong: (cause = "The prompt exceeds the maximum allowed length.") => new ApiError(413, "Prompt is too long", cause),
+  /** A conversation that has no room for another turn (README "Limits"). */
+  conversationFull: (limit: number) =>
+    new ApiError(413, "Prompt is too long", `The conversation keeps at most ${limit} characters of turns and has no room for this one; start a new conversation, or continue from an earlier response.`),
   conversationForbidden: (userId: string, conversationId: string) =>
     new ApiError(403, "User does not have permission to perform this action", `User ${userId} does not have permission to read conversation with ID ${conversationId}`),
   fileTooLarge: (limit: number) => new ApiError(413, "File too large", `The file exceeds the maximum size of ${limit} bytes.`),

@@ -229,6 +229,35 @@ describe("questions larger than the model or the storage take", () => {
       expect(list.body.conversations.find((conversation) => conversation.conversation_id === id)).toMatchObject({ message_count: 2 });
     });
   });
+
+  it("refuses a turn the conversation has no room for, and stays readable, continuable and forkable", async () => {
+    // 1.9 MiB each way (the scripted model repeats the question), kept twice each: about 7.6 Mi of
+    // the conversation's 10 Mi characters, so a second question as large has no room.
+    const big = "big ".repeat(480 * 1024);
+    const first = await callJson<{ id: string; conversation: string }>("/v1/responses", { json: { input: big }, user: "size" });
+    expect(first.status).toBe(200);
+    const marker = `no-room-${crypto.randomUUID()}`;
+    const refused = await callJson<{ detail: Json }>("/v1/responses", { json: { input: `${marker} ${big}`, previous_response_id: first.body.id }, user: "size" });
+    expect(refused.status).toBe(413);
+    expect(refused.body.detail).toEqual({
+      response: "Prompt is too long",
+      cause: "The conversation keeps at most 10485760 characters of turns and has no room for this one; start a new conversation, or continue from an earlier response.",
+    });
+    expect(await backendSaw(marker)).toBe(0);
+
+    const next = await callJson<{ output_text: string }>("/v1/responses", { json: { input: "and then?", previous_response_id: first.body.id }, user: "size" });
+    expect(next.status).toBe(200);
+    const fork = await callJson<{ conversation: string }>("/v1/responses", { json: { input: "or else?", previous_response_id: first.body.id }, user: "size" });
+    expect(fork.status).toBe(200);
+    expect(fork.body.conversation).not.toBe(first.body.conversation);
+    for (const [id, turns] of [[first.body.conversation, 2], [fork.body.conversation, 2]] as const) {
+      // The conversation endpoints take the id without the Responses API's "conv_".
+      const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id.slice(5)}`, { user: "size" });
+      expect(detail.status).toBe(200);
+      expect(detail.body.chat_history).toHaveLength(turns);
+      expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(big);
+    }
+  });
 });
 
 describe("a conversation's Durable Object that restarts mid-turn", () => {

@@ -4,7 +4,7 @@
 // arrive. Whatever a client can do right after an answer (continue, read the conversation,
 // interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { ConversationDurableObject, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
+import { ConversationDurableObject, MAX_STORED_UNITS, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
 import { shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
 import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
 import { ApiError, errors } from "../errors.ts";
@@ -220,13 +220,16 @@ export class ConversationDO extends ConversationDurableObject {
     const { requestId } = plan;
     const userId = plan.auth.userId;
     const model = await chooseTurnModel(rt, plan, this.lastUsed());
+    // A turn keeps its question twice (its items and its summary's text): both must still fit.
+    const inputJson = JSON.stringify(plan.input);
+    if (this.storedUnits() + 2 * inputJson.length > MAX_STORED_UNITS) return refuse(errors.conversationFull(MAX_STORED_UNITS));
     const summary = this.summary();
     let history = summary ? compactedHistory(this.turns(), summary) : this.historyItems();
 
     // Sizes are measured only when a quota or a context window asks for them.
     const counters = quotaCounters(rt.config, userId);
     const window = contextWindow(rt, model.model);
-    const ownBytes = utf8Bytes(plan.instructions) + utf8Bytes(JSON.stringify(plan.input));
+    const ownBytes = utf8Bytes(plan.instructions) + utf8Bytes(inputJson);
     const historyBytes = () => (summary || history !== this.historyItems() ? utf8Bytes(JSON.stringify(history)) : this.historyBytes());
     let inputBytes = counters.length > 0 || window !== undefined ? ownBytes + historyBytes() : 0;
     // Compaction (README "Conversations"): older turns summarised in place of themselves, this turn holding the conversation.
