@@ -7,6 +7,7 @@ import type { Message, Task } from "@a2a-js/sdk";
 import { DurableObject } from "cloudflare:workers";
 import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/domain/a2a-task.ts";
 import { log } from "../worker/log.ts";
+import { CHUNKS_TABLE, dropText, keptText, textOf } from "./chunked-text.ts";
 
 /** SPEC "Limits": a task still running this long after it was submitted fails. */
 export const A2A_TASK_TIMEOUT_MS = 300_000;
@@ -62,7 +63,8 @@ export class A2AContextDO extends DurableObject<Env> {
         task_id TEXT NOT NULL,
         event TEXT NOT NULL
       );
-      CREATE INDEX IF NOT EXISTS events_by_task ON events (task_id, seq);`);
+      CREATE INDEX IF NOT EXISTS events_by_task ON events (task_id, seq);
+      ${CHUNKS_TABLE}`);
   }
 
   /** The context's conversation; the first call binds `candidateId` to it. */
@@ -84,14 +86,15 @@ export class A2AContextDO extends DurableObject<Env> {
     if (row && TERMINAL_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "terminal" };
     if (row && ACTIVE_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "running" };
 
-    const task = submittedTask(row ? (JSON.parse(row.task) as Task) : null, { taskId: input.taskId, contextId: input.contextId }, input.message);
+    const task = submittedTask(row ? this.taskOf(row) : null, { taskId: input.taskId, contextId: input.contextId }, input.message);
     const deadline = Date.now() + A2A_TASK_TIMEOUT_MS;
+    if (row) dropText(this.sql, row.task);
     this.sql.exec(
       `INSERT INTO tasks (task_id, state, task, request_id, deadline) VALUES (?, ?, ?, NULL, ?)
        ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, task = excluded.task, request_id = NULL, deadline = excluded.deadline`,
       input.taskId,
       task.status.state,
-      JSON.stringify(task),
+      this.keptTask(task),
       deadline,
     );
     // A resumed task's stream starts over at its new `task` event.
@@ -125,7 +128,7 @@ export class A2AContextDO extends DurableObject<Env> {
   /** The task as it stands; null when this context has no such task. */
   async getTask(taskId: string): Promise<Task | null> {
     const row = this.row(taskId);
-    return row ? (JSON.parse(row.task) as Task) : null;
+    return row ? this.taskOf(row) : null;
   }
 
   /**
@@ -138,7 +141,7 @@ export class A2AContextDO extends DurableObject<Env> {
     const channel = new TransformStream<Uint8Array, Uint8Array>();
     const writer = channel.writable.getWriter();
     const logged = this.sql.exec<{ event: string }>("SELECT event FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq", taskId, row.first_seq);
-    for (const { event } of logged) send(writer, `${event}\n`);
+    for (const { event } of logged) send(writer, `${textOf(this.sql, event)}\n`);
     if (ACTIVE_STATES.has(row.state as Task["status"]["state"])) {
       let streams = this.subscribers.get(taskId);
       if (!streams) this.subscribers.set(taskId, (streams = new Set()));
@@ -154,7 +157,7 @@ export class A2AContextDO extends DurableObject<Env> {
     const row = this.row(taskId);
     if (!row) return { ok: false, reason: "not_found" };
     if (TERMINAL_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "not_cancelable" };
-    const task = this.record(row, statusUpdate(ids(row), "canceled", { message: "Task canceled by the client.", final: true }));
+    const task = this.record(row, statusUpdate(this.ids(row), "canceled", { message: "Task canceled by the client.", final: true }));
     await this.interruptTurn(row);
     return { ok: true, task };
   }
@@ -166,7 +169,7 @@ export class A2AContextDO extends DurableObject<Env> {
       .exec<TaskRow>("SELECT * FROM tasks WHERE deadline IS NOT NULL AND deadline <= ? AND state IN ('submitted', 'working')", now)
       .toArray();
     for (const row of due) {
-      this.record(row, failedUpdate(ids(row), `Task timed out after ${A2A_TASK_TIMEOUT_MS / 1000} seconds.`));
+      this.record(row, failedUpdate(this.ids(row), `Task timed out after ${A2A_TASK_TIMEOUT_MS / 1000} seconds.`));
     }
     await Promise.all(due.map((row) => this.interruptTurn(row)));
     const next = this.sql
@@ -177,13 +180,14 @@ export class A2AContextDO extends DurableObject<Env> {
 
   /** Applies, logs and publishes one event; returns the task after it. */
   private record(row: TaskRow, event: A2AEvent): Task {
-    const task = applyEvent(JSON.parse(row.task) as Task, event);
+    const task = applyEvent(this.taskOf(row), event);
     this.log(row.task_id, event);
     const final = isFinal(event);
+    dropText(this.sql, row.task);
     this.sql.exec(
       "UPDATE tasks SET state = ?, task = ?, deadline = ? WHERE task_id = ?",
       task.status.state,
-      JSON.stringify(task),
+      this.keptTask(task),
       final ? null : row.deadline,
       row.task_id,
     );
@@ -197,7 +201,23 @@ export class A2AContextDO extends DurableObject<Env> {
   }
 
   private log(taskId: string, event: A2AEvent): number {
-    return this.sql.exec<{ seq: number }>("INSERT INTO events (task_id, event) VALUES (?, ?) RETURNING seq", taskId, JSON.stringify(event)).one().seq;
+    // An event may carry a whole answer (its artifact) or question (the task): beyond one value, in chunks.
+    const kept = keptText(this.sql, `event:${crypto.randomUUID()}`, JSON.stringify(event));
+    return this.sql.exec<{ seq: number }>("INSERT INTO events (task_id, event) VALUES (?, ?) RETURNING seq", taskId, kept).one().seq;
+  }
+
+  private ids(row: TaskRow): { taskId: string; contextId: string } {
+    return { taskId: row.task_id, contextId: this.taskOf(row).contextId };
+  }
+
+  /** A task as its row keeps it (in chunks when it is larger than one value). */
+  private taskOf(row: TaskRow): Task {
+    return JSON.parse(textOf(this.sql, row.task)) as Task;
+  }
+
+  /** What a task's row keeps of it; the row's earlier value is dropped first (dropText). */
+  private keptTask(task: Task): string {
+    return keptText(this.sql, `task:${task.id}`, JSON.stringify(task));
   }
 
   private row(taskId: string): TaskRow | null {
@@ -213,10 +233,6 @@ export class A2AContextDO extends DurableObject<Env> {
       .interrupt(requestId, user.user_id)
       .catch((error: unknown) => log.error("could not interrupt the turn of an A2A task", error));
   }
-}
-
-function ids(row: TaskRow): { taskId: string; contextId: string } {
-  return { taskId: row.task_id, contextId: (JSON.parse(row.task) as Task).contextId };
 }
 
 /** Writes without waiting for the reader; a reader that has gone only loses its own stream. */

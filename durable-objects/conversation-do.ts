@@ -23,6 +23,7 @@ import { DurableObject } from "cloudflare:workers";
 import { turnHistory, utf8Bytes, type Item, type StoredTurn, type TurnStatus, type TurnSummary } from "../worker/domain/conversation.ts";
 import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest } from "../worker/domain/mcp.ts";
 import { log } from "../worker/log.ts";
+import { CHUNK_UNITS, CHUNKS_TABLE, dropText, keptText, readChunks, textOf, writeChunks } from "./chunked-text.ts";
 
 /** Work that follows a turn, delivered by the subclass (see `deliver`). */
 export interface OutboxEntry {
@@ -110,8 +111,6 @@ type ApprovalRow = {
  */
 export const MAX_STORED_UNITS = 10 * 1024 * 1024;
 
-/** Stored JSON values are cut into chunks of this many UTF-16 units (at most 1.5 MB of UTF-8 each). */
-const CHUNK_UNITS = 512 * 1024;
 /**
  * Snapshots (keyed entries: the conversation's record) wait this long before delivery, so that the
  * turns of a busy conversation cost one record write between them, not one each (the list views'
@@ -141,7 +140,7 @@ const SCHEMA = `
     output TEXT NOT NULL,
     summary TEXT NOT NULL
   );
-  CREATE TABLE IF NOT EXISTS blobs (key TEXT NOT NULL, seq INTEGER NOT NULL, chunk TEXT NOT NULL, PRIMARY KEY (key, seq));
+  ${CHUNKS_TABLE}
   CREATE TABLE IF NOT EXISTS running_turns (request_id TEXT PRIMARY KEY, data TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY,
@@ -553,7 +552,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       turn.completedAt,
       ...(inline ? [input, output, summary] : ["", "", ""]),
     );
-    if (!inline) this.writeBlob(`turn:${turn.turnNumber}`, `{"input":${input},"output":${output},"summary":${summary}}`);
+    if (!inline) writeChunks(this.sql, `turn:${turn.turnNumber}`, `{"input":${input},"output":${output},"summary":${summary}}`);
     return units;
   }
 
@@ -571,7 +570,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     let units: number;
     let data: { input: Item[]; output: Item[]; summary: TurnSummary };
     if (row.input === "") {
-      const text = this.readBlobText(`turn:${turnNumber}`);
+      const text = readChunks(this.sql, `turn:${turnNumber}`);
       units = text?.length ?? 0;
       data = text === null ? { input: [], output: [], summary: { user: "", assistant: "", tool_calls: [], tool_results: [] } } : (JSON.parse(text) as typeof data);
     } else {
@@ -763,7 +762,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         );
         this.waitingSnapshots.add(entry.key);
       } else {
-        this.sql.exec("INSERT INTO outbox (kind, payload) VALUES (?, ?)", entry.kind, payload);
+        // A transcript may be as large as its question and answer: beyond one value, in chunks.
+        this.sql.exec("INSERT INTO outbox (kind, payload) VALUES (?, ?)", entry.kind, keptText(this.sql, `outbox:${crypto.randomUUID()}`, payload));
       }
     }
   }
@@ -801,7 +801,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       }
       // From here a change asks for its snapshot again: this delivery may read the state before it.
       for (const row of rows) if (row.key) this.waitingSnapshots.delete(row.key);
-      const entries = rows.map((row) => ({ kind: row.kind, payload: JSON.parse(row.payload) as unknown, ...(row.key ? { key: row.key } : {}) }));
+      const entries = rows.map((row) => ({ kind: row.kind, payload: JSON.parse(textOf(this.sql, row.payload)) as unknown, ...(row.key ? { key: row.key } : {}) }));
       try {
         await this.deliver(entries);
       } catch (error) {
@@ -814,7 +814,11 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         break;
       }
       // A snapshot asked for again while it was being delivered stays due.
-      for (const row of rows) if (!row.key || !this.waitingSnapshots.has(row.key)) this.sql.exec("DELETE FROM outbox WHERE id = ?", row.id);
+      for (const row of rows) {
+        if (row.key && this.waitingSnapshots.has(row.key)) continue;
+        this.sql.exec("DELETE FROM outbox WHERE id = ?", row.id);
+        dropText(this.sql, row.payload);
+      }
     }
     const next = this.sql.exec<{ next: number | null }>("SELECT MIN(next_at) AS next FROM outbox").one().next;
     if (next !== null) await this.wakeAt(next);
@@ -852,26 +856,4 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     this.wake();
     await this.flushing;
   }
-
-  // -------------------------------------------------------------------------------------------
-  // Chunked JSON values
-  // -------------------------------------------------------------------------------------------
-
-  /** Stores a JSON text under a new key, in chunks. */
-  private writeBlob(key: string, text: string): void {
-    let seq = 0;
-    for (let start = 0; start < text.length; seq++) {
-      let end = Math.min(text.length, start + CHUNK_UNITS);
-      // Never between the two halves of a surrogate pair: SQLite stores UTF-8, where half a pair is lost.
-      if (end < text.length && /[\uD800-\uDBFF]/.test(text[end - 1]!)) end -= 1;
-      this.sql.exec("INSERT INTO blobs (key, seq, chunk) VALUES (?, ?, ?)", key, seq, text.slice(start, end));
-      start = end;
-    }
-  }
-
-  private readBlobText(key: string): string | null {
-    const chunks = this.sql.exec<{ chunk: string }>("SELECT chunk FROM blobs WHERE key = ? ORDER BY seq", key).toArray();
-    return chunks.length === 0 ? null : chunks.map((row) => row.chunk).join("");
-  }
-
 }

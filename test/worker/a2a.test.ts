@@ -4,7 +4,7 @@ import { A2AClient } from "@a2a-js/sdk/client";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, callJson, echoedRequest, eventually, readSse, testConfig, wireMode } from "./helpers.ts";
+import { call, callJson, echoedRequest, eventually, largestStoredValue, MAX_STORED_VALUE, readSse, testConfig, wireMode } from "./helpers.ts";
 
 type StreamEvent = Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent | Message;
 type RpcError = { jsonrpc: "2.0"; id: number | string | null; error: { code: number; message: string; data?: Record<string, unknown> } };
@@ -192,6 +192,18 @@ describe("message/send", () => {
     const theirs = ok(await other.sendMessage({ message: userMessage("Whose context?", { contextId: first.contextId }) })) as Task;
     expect(answerOf(theirs)).toBe("[user_turns=1] You said: Whose context?");
     expect(rpcError(await other.getTask({ id: first.id })).code).toBe(-32001);
+  });
+
+  it("keeps a question and an answer larger than one storage value in its task", async () => {
+    // 1.5 MB each way (the scripted model repeats the question; one word, so few deltas).
+    const big = "x".repeat(1_500_000);
+    const a2a = await client();
+    const task = ok(await a2a.sendMessage({ message: userMessage(big) })) as Task;
+    expect(task.status.state).toBe("completed");
+    expect(answerOf(task)).toBe(`[user_turns=1] You said: ${big}`);
+    const stored = ok(await a2a.getTask({ id: task.id })) as Task;
+    expect(stored.history?.map((message) => (message.parts[0] as { text: string }).text.length)).toEqual([big.length, answerOf(task).length]);
+    expect(await largestStoredValue(env.A2A_CONTEXT.getByName(JSON.stringify(["ada", task.contextId])))).toBeLessThanOrEqual(MAX_STORED_VALUE);
   });
 
   it("accepts SPEC's `type` for `kind`, answers the model named in metadata, and honours historyLength", async () => {

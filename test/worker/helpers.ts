@@ -1,6 +1,6 @@
 // How the Worker tests talk to the gateway: through the Worker's own fetch handler, as a client
 // would, with the configuration document of the test (PARLEY_CONFIG) and the fakes of globalSetup.
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, inject } from "vitest";
 import worker from "../../worker/index.ts";
@@ -169,3 +169,29 @@ export function echoedRequest(text: string): EchoedRequest {
 
 /** Whether a request the scripted backend recorded was a model call, in either wire. */
 export const isModelCall = (path: string) => path === "/v1/responses" || path === "/v1/chat/completions";
+
+/**
+ * The largest value (UTF-8 bytes) a Durable Object keeps in its own SQLite tables. Cloudflare holds
+ * at most 2 MB in one, where workerd takes more locally: a test of large questions and answers
+ * checks with this that nothing it stored would fail once deployed.
+ */
+export async function largestStoredValue(stub: DurableObjectStub): Promise<number> {
+  return runInDurableObject(stub, (_instance, state) => {
+    const sql = state.storage.sql;
+    const tables = sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").toArray();
+    const encoder = new TextEncoder();
+    let largest = 0;
+    for (const { name } of tables) {
+      for (const row of sql.exec(`SELECT * FROM "${name}"`)) {
+        for (const value of Object.values(row)) {
+          const size = typeof value === "string" ? encoder.encode(value).length : value instanceof ArrayBuffer ? value.byteLength : 0;
+          largest = Math.max(largest, size);
+        }
+      }
+    }
+    return largest;
+  });
+}
+
+/** The most one value of a Durable Object's SQLite storage holds on Cloudflare. */
+export const MAX_STORED_VALUE = 2_000_000;

@@ -3,7 +3,7 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
-import { call, callJson, eventually, readSse, testConfig } from "./helpers.ts";
+import { call, callJson, eventually, largestStoredValue, MAX_STORED_VALUE, readSse, testConfig } from "./helpers.ts";
 
 type Json = Record<string, unknown>;
 type QueryEvent = { event: string; data: Json; available_quotas?: Record<string, number> };
@@ -224,6 +224,7 @@ describe("questions larger than the model or the storage take", () => {
     expect(next.body.response).toBe("[user_turns=2] You said: and then?");
     const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "size" });
     expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(big);
+    expect(await largestStoredValue(env.CONVERSATION.getByName(id))).toBeLessThanOrEqual(MAX_STORED_VALUE);
     await eventually(async () => {
       const list = await callJson<{ conversations: Array<Json> }>("/v1/conversations", { user: "size" });
       expect(list.body.conversations.find((conversation) => conversation.conversation_id === id)).toMatchObject({ message_count: 2 });

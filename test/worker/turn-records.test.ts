@@ -1,11 +1,11 @@
 // What turns leave for the operator besides their answer, through the Worker: a transcript per turn
 // of each endpoint that writes one (R2, SPEC's layout, from the turn's committed state), and the
 // Splunk HEC events of /v1/responses (completed, shield-blocked, error), sent after the answer.
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
 import worker from "../../worker/index.ts";
-import { call, eventually, readSse, testConfig } from "./helpers.ts";
+import { call, eventually, largestStoredValue, MAX_STORED_VALUE, readSse, testConfig } from "./helpers.ts";
 import { storedTranscripts } from "./data-helpers.ts";
 
 const STORAGE = "/tmp/data/turn-records";
@@ -42,6 +42,35 @@ describe("transcripts of each endpoint", () => {
     await readSse(await call("/v1/responses", { user: userId, config, json: { input: "kept too", stream: true } }));
     const found = await transcripts(userId, 2);
     expect(found.map((record) => (record as { redacted_query: string }).redacted_query).sort()).toEqual(["kept", "kept too"]);
+  });
+
+  it("writes one for a question and an answer larger than one storage value, kept in chunks while it waits", async () => {
+    const userId = user();
+    const asked = await call("/v1/query", { user: userId, config, json: { query: "first" } });
+    const { conversation_id } = await asked.json<{ conversation_id: string }>();
+    await transcripts(userId, 1);
+    // The next delivery fails (as when R2 is down), so the transcript waits in the conversation's outbox.
+    const stub = env.CONVERSATION.getByName(conversation_id);
+    await runInDurableObject(stub, (instance) => {
+      const object = instance as unknown as { deliver: (...args: unknown[]) => Promise<void> };
+      const deliver = object.deliver;
+      object.deliver = async function () {
+        object.deliver = deliver;
+        throw new Error("R2 is unavailable");
+      };
+    });
+    // 1.5 MB each way (the scripted model repeats the question): one transcript beyond one storage value.
+    const big = "big ".repeat(384 * 1024);
+    const next = await call("/v1/query", { user: userId, config, json: { query: big, conversation_id } });
+    expect(next.status).toBe(200);
+    expect(await largestStoredValue(stub)).toBeLessThanOrEqual(MAX_STORED_VALUE);
+    const found = await transcripts(userId, 2);
+    expect(found.map((record) => (record as { redacted_query: string }).redacted_query.length).sort((a, b) => a - b)).toEqual(["first".length, big.length]);
+    // Delivered: nothing of it is left behind.
+    await runInDurableObject(stub, (_instance, state) => {
+      expect(state.storage.sql.exec("SELECT 1 FROM outbox WHERE key IS NULL").toArray()).toHaveLength(0);
+      expect(state.storage.sql.exec("SELECT 1 FROM blobs WHERE key LIKE 'outbox:%'").toArray()).toHaveLength(0);
+    });
   });
 });
 
