@@ -88,17 +88,18 @@ export class A2AContextDO extends DurableObject<Env> {
 
     const task = submittedTask(row ? this.taskOf(row) : null, { taskId: input.taskId, contextId: input.contextId }, input.message);
     const deadline = Date.now() + A2A_TASK_TIMEOUT_MS;
+    const json = JSON.stringify(task);
     if (row) dropText(this.sql, row.task);
     this.sql.exec(
       `INSERT INTO tasks (task_id, state, task, request_id, deadline) VALUES (?, ?, ?, NULL, ?)
        ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, task = excluded.task, request_id = NULL, deadline = excluded.deadline`,
       input.taskId,
       task.status.state,
-      this.keptTask(task),
+      this.keptTask(input.taskId, json),
       deadline,
     );
     // A resumed task's stream starts over at its new `task` event.
-    const seq = this.log(input.taskId, task);
+    const seq = this.log(input.taskId, json);
     this.sql.exec("UPDATE tasks SET first_seq = ? WHERE task_id = ?", seq, input.taskId);
     const alarm = await this.ctx.storage.getAlarm();
     if (alarm === null || alarm > deadline) await this.ctx.storage.setAlarm(deadline);
@@ -117,11 +118,17 @@ export class A2AContextDO extends DurableObject<Env> {
     return true;
   }
 
-  /** Logs an event of a running task and passes it to its streams; false once the task has ended. */
-  async appendEvent(taskId: string, event: A2AEvent): Promise<boolean> {
+  /**
+   * Logs events of a running task, in order, and passes them to its streams (none after a final
+   * one); false once the task has ended, when none are taken. The Worker sends what arrived while
+   * its previous call was out in one call, so a far-off object costs a round trip per batch of
+   * deltas, not per delta, and the task is written once per batch.
+   */
+  async appendEvents(taskId: string, events: A2AEvent[]): Promise<boolean> {
     const row = this.row(taskId);
     if (!row || !ACTIVE_STATES.has(row.state as Task["status"]["state"])) return false;
-    this.record(row, event);
+    const final = events.findIndex(isFinal);
+    this.record(row, final < 0 ? events : events.slice(0, final + 1));
     return true;
   }
 
@@ -157,7 +164,7 @@ export class A2AContextDO extends DurableObject<Env> {
     const row = this.row(taskId);
     if (!row) return { ok: false, reason: "not_found" };
     if (TERMINAL_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "not_cancelable" };
-    const task = this.record(row, statusUpdate(this.ids(row), "canceled", { message: "Task canceled by the client.", final: true }));
+    const task = this.record(row, [statusUpdate(this.ids(row), "canceled", { message: "Task canceled by the client.", final: true })]);
     await this.interruptTurn(row);
     return { ok: true, task };
   }
@@ -169,7 +176,7 @@ export class A2AContextDO extends DurableObject<Env> {
       .exec<TaskRow>("SELECT * FROM tasks WHERE deadline IS NOT NULL AND deadline <= ? AND state IN ('submitted', 'working')", now)
       .toArray();
     for (const row of due) {
-      this.record(row, failedUpdate(this.ids(row), `Task timed out after ${A2A_TASK_TIMEOUT_MS / 1000} seconds.`));
+      this.record(row, [failedUpdate(this.ids(row), `Task timed out after ${A2A_TASK_TIMEOUT_MS / 1000} seconds.`)]);
     }
     await Promise.all(due.map((row) => this.interruptTurn(row)));
     const next = this.sql
@@ -178,31 +185,38 @@ export class A2AContextDO extends DurableObject<Env> {
     if (next !== null) await this.ctx.storage.setAlarm(next);
   }
 
-  /** Applies, logs and publishes one event; returns the task after it. */
-  private record(row: TaskRow, event: A2AEvent): Task {
-    const task = applyEvent(this.taskOf(row), event);
-    this.log(row.task_id, event);
-    const final = isFinal(event);
+  /** Applies, logs and publishes events (the last of them may be final); returns the task after them. */
+  private record(row: TaskRow, events: A2AEvent[]): Task {
+    let task = this.taskOf(row);
+    let lines = "";
+    for (const event of events) {
+      task = applyEvent(task, event);
+      const line = JSON.stringify(event);
+      this.log(row.task_id, line);
+      lines += `${line}\n`;
+    }
+    const final = events.some(isFinal);
     dropText(this.sql, row.task);
     this.sql.exec(
       "UPDATE tasks SET state = ?, task = ?, deadline = ? WHERE task_id = ?",
       task.status.state,
-      this.keptTask(task),
+      this.keptTask(row.task_id, JSON.stringify(task)),
       final ? null : row.deadline,
       row.task_id,
     );
     const streams = this.subscribers.get(row.task_id);
     for (const writer of streams ?? []) {
-      send(writer, `${JSON.stringify(event)}\n`);
+      send(writer, lines);
       if (final) writer.close().catch(() => undefined);
     }
     if (final) this.subscribers.delete(row.task_id);
     return task;
   }
 
-  private log(taskId: string, event: A2AEvent): number {
+  /** Logs an event, given as its JSON; returns its place in the log. */
+  private log(taskId: string, event: string): number {
     // An event may carry a whole answer (its artifact) or question (the task): beyond one value, in chunks.
-    const kept = keptText(this.sql, `event:${crypto.randomUUID()}`, JSON.stringify(event));
+    const kept = keptText(this.sql, `event:${crypto.randomUUID()}`, event);
     return this.sql.exec<{ seq: number }>("INSERT INTO events (task_id, event) VALUES (?, ?) RETURNING seq", taskId, kept).one().seq;
   }
 
@@ -215,9 +229,9 @@ export class A2AContextDO extends DurableObject<Env> {
     return JSON.parse(textOf(this.sql, row.task)) as Task;
   }
 
-  /** What a task's row keeps of it; the row's earlier value is dropped first (dropText). */
-  private keptTask(task: Task): string {
-    return keptText(this.sql, `task:${task.id}`, JSON.stringify(task));
+  /** What a task's row keeps of its JSON; the row's earlier value is dropped first (dropText). */
+  private keptTask(taskId: string, json: string): string {
+    return keptText(this.sql, `task:${taskId}`, json);
   }
 
   private row(taskId: string): TaskRow | null {
@@ -243,7 +257,7 @@ function send(writer: WritableStreamDefaultWriter<Uint8Array>, line: string): vo
 /** The RPC surface of A2AContextDO as callers use it. */
 export type A2AContextApi = Pick<
   A2AContextDO,
-  "bindConversation" | "startTask" | "turnStarted" | "appendEvent" | "getTask" | "subscribe" | "cancelTask"
+  "bindConversation" | "startTask" | "turnStarted" | "appendEvents" | "getTask" | "subscribe" | "cancelTask"
 >;
 
 /**

@@ -1,7 +1,7 @@
 // The translation of a turn's events into A2A events, and the task state they produce.
 import type { Message, Task, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
-import { finalEvents, turnToA2A } from "../../worker/a2a/events.ts";
+import { finalEvents, sendInBatches, turnToA2A } from "../../worker/a2a/events.ts";
 import { answerArtifact, applyEvent, statusUpdate, submittedTask, trimHistory, type A2AEvent } from "../../worker/domain/a2a-task.ts";
 import { errors } from "../../worker/errors.ts";
 import type { TurnEvent, TurnResult } from "../../worker/domain/conversation.ts";
@@ -122,5 +122,71 @@ describe("task state", () => {
     expect(chunked.artifacts).toHaveLength(1);
     expect(chunked.artifacts![0]!.parts).toEqual([{ kind: "text", text: "a" }, { kind: "text", text: "b" }]);
     expect(chunked.history!.at(-1)!.parts).toHaveLength(2);
+  });
+});
+
+describe("sendInBatches", () => {
+  /** A stream the test writes to, and the calls `send` received, each held until the test settles it. */
+  function harness() {
+    const { readable, writable } = new TransformStream<number, number>();
+    const writer = writable.getWriter();
+    const calls: Array<{ batch: number[]; settle: (taken: boolean) => void }> = [];
+    let called: () => void = () => undefined;
+    const nextCall = () => new Promise<void>((resolve) => (called = resolve));
+    const send = (batch: number[]) =>
+      new Promise<boolean>((settle) => {
+        calls.push({ batch, settle });
+        called();
+      });
+    return { readable, writer, calls, nextCall, send };
+  }
+
+  it("sends the first event at once and what arrives meanwhile in one batch, in order", async () => {
+    const { readable, writer, calls, nextCall, send } = harness();
+    let call = nextCall();
+    const done = sendInBatches(readable, send);
+    await writer.write(1);
+    await call;
+    expect(calls.map((c) => c.batch)).toEqual([[1]]);
+    await writer.write(2);
+    await writer.write(3);
+    await writer.write(4);
+    call = nextCall();
+    calls[0]!.settle(true);
+    await call;
+    expect(calls.map((c) => c.batch)).toEqual([[1], [2, 3, 4]]);
+    await writer.close();
+    calls[1]!.settle(true);
+    await done;
+    expect(calls).toHaveLength(2);
+  });
+
+  it("stops and cancels the events when the receiver has ended", async () => {
+    const { readable, writer, calls, nextCall, send } = harness();
+    const call = nextCall();
+    const done = sendInBatches(readable, send);
+    await writer.write(1);
+    await call;
+    void writer.write(2).catch(() => undefined);
+    calls[0]!.settle(false);
+    await done;
+    await expect(writer.closed).rejects.toBe("the receiver has ended");
+    expect(calls).toHaveLength(1);
+  });
+
+  it("sends what came before a failure of the events, then throws it", async () => {
+    const { readable, writer, calls, nextCall, send } = harness();
+    const call = nextCall();
+    const done = sendInBatches(readable, send);
+    await writer.write(1);
+    await call;
+    await writer.write(2);
+    const second = nextCall();
+    await writer.abort(new Error("the turn broke off"));
+    calls[0]!.settle(true);
+    await second;
+    expect(calls.map((c) => c.batch)).toEqual([[1], [2]]);
+    calls[1]!.settle(true);
+    await expect(done).rejects.toThrow("the turn broke off");
   });
 });

@@ -1,6 +1,7 @@
 // SPEC "A2A events": a turn's events as the A2A task stream shows them. working with the model and
 // conversation → text deltas and "Calling tool: <name>" as status messages → the answer as one
-// artifact → a final status. Pure, so the order is unit-tested without a Worker.
+// artifact → a final status. Pure, so the order is unit-tested without a Worker; and how they are
+// handed to the task's context object, in batches.
 import type { TurnEvent, TurnResult } from "../domain/conversation.ts";
 import { answerArtifact, failedUpdate, statusUpdate, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
 
@@ -54,4 +55,45 @@ export function finalEvents(ids: TaskIds, result: TurnResult): A2AEvent[] {
       return [failedUpdate(ids, error ? `${error.response}: ${error.cause}` : "The inference backend failed.", metadata)];
     }
   }
+}
+
+/**
+ * Passes `events` to `send`, one call at a time: what arrives while a call is out goes with the
+ * next one, so the first event leaves at once and a slow or far-off receiver costs a round trip
+ * per batch, not per event. Stops, cancelling `events`, when `send` answers false; a failure of
+ * `events` is thrown once what came before it has been sent.
+ */
+export async function sendInBatches<T>(events: ReadableStream<T>, send: (batch: T[]) => Promise<boolean>): Promise<void> {
+  const reader = events.getReader();
+  const queue: T[] = [];
+  let ended = false;
+  let arrived = null as (() => void) | null;
+  const reading = (async () => {
+    try {
+      for (let next = await reader.read(); !next.done; next = await reader.read()) {
+        queue.push(next.value);
+        arrived?.();
+      }
+    } finally {
+      ended = true;
+      arrived?.();
+    }
+  })();
+  // Its failure is thrown below, after the sending.
+  reading.catch(() => undefined);
+  try {
+    while (queue.length > 0 || !ended) {
+      if (queue.length === 0) {
+        await new Promise<void>((resolve) => (arrived = resolve));
+        arrived = null;
+      } else if (!(await send(queue.splice(0)))) {
+        await reader.cancel("the receiver has ended");
+        return;
+      }
+    }
+  } catch (error) {
+    await reader.cancel(error).catch(() => undefined);
+    throw error;
+  }
+  await reading;
 }

@@ -31,7 +31,7 @@ import { userMessage } from "../turn/attachments.ts";
 import { contextStub, type A2AContextApi } from "../../durable-objects/a2a-context-do.ts";
 import { AgentCardConfigSchema, agentCard, completeCard } from "./card.ts";
 import { toA2AError } from "./errors.ts";
-import { turnToA2A } from "./events.ts";
+import { sendInBatches, turnToA2A } from "./events.ts";
 import { parseSendParams, parseTaskId, parseTaskQuery, type SendRequest } from "./params.ts";
 import { contextOfTask, newTaskId } from "./task-id.ts";
 import { failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
@@ -182,7 +182,7 @@ export class GatewayRequestHandler implements A2ARequestHandler {
 
     if (!turn) {
       const prompt = "The message has no text part: please send your question as a text part.";
-      await stub.appendEvent(ids.taskId, statusUpdate(ids, "input-required", { message: prompt, final: true }));
+      await stub.appendEvents(ids.taskId, [statusUpdate(ids, "input-required", { message: prompt, final: true })]);
       return { stub, task: opened.task, done: Promise.resolve() };
     }
     const done = runTask(env, stub, ids, turn);
@@ -246,7 +246,7 @@ export async function runTask(env: Env, stub: A2AContextApi, ids: TaskIds, plan:
   } catch (error) {
     const failure = error instanceof ApiError ? error : errors.internal();
     if (failure !== error) log.error("A2A task could not start its turn", error);
-    await stub.appendEvent(ids.taskId, failedUpdate(ids, `${failure.response}: ${failure.cause}`, { status_code: failure.status }));
+    await stub.appendEvents(ids.taskId, [failedUpdate(ids, `${failure.response}: ${failure.cause}`, { status_code: failure.status })]);
     return;
   }
   try {
@@ -255,11 +255,11 @@ export async function runTask(env: Env, stub: A2AContextApi, ids: TaskIds, plan:
       return;
     }
     const events = turn.events.pipeThrough(turnToA2A(ids, { model: turn.head.model.identifier, conversationId: turn.head.conversationId }));
-    // Leaving the loop early cancels the turn's stream, which makes the engine abort the backend call.
-    for await (const event of events) if (!(await stub.appendEvent(ids.taskId, event))) break;
+    // Stopping early cancels the turn's stream, which makes the engine abort the backend call.
+    await sendInBatches(events, (batch) => stub.appendEvents(ids.taskId, batch));
   } catch (error) {
     log.error("A2A task lost its turn", error);
-    await stub.appendEvent(ids.taskId, failedUpdate(ids, "Internal server error: the task's turn broke off")).catch(() => undefined);
+    await stub.appendEvents(ids.taskId, [failedUpdate(ids, "Internal server error: the task's turn broke off")]).catch(() => undefined);
   }
 }
 
