@@ -37,6 +37,8 @@ const encoder = new TextEncoder();
 
 export class A2AContextDO extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  /** Running tasks as their latest events left them (see record). */
+  private readonly running = new Map<string, Task>();
   /** Open streams per task, each written every event the task logs until its final one. */
   private readonly subscribers = new Map<string, Set<WritableStreamDefaultWriter<Uint8Array>>>();
 
@@ -135,7 +137,7 @@ export class A2AContextDO extends DurableObject<Env> {
   /** The task as it stands; null when this context has no such task. */
   async getTask(taskId: string): Promise<Task | null> {
     const row = this.row(taskId);
-    return row ? this.taskOf(row) : null;
+    return row ? (this.running.get(taskId) ?? this.taskOf(row)) : null;
   }
 
   /**
@@ -185,9 +187,15 @@ export class A2AContextDO extends DurableObject<Env> {
     if (next !== null) await this.ctx.storage.setAlarm(next);
   }
 
-  /** Applies, logs and publishes events (the last of them may be final); returns the task after them. */
+  /**
+   * Applies, logs and publishes events (the last of them may be final); returns the task after
+   * them. The log takes every event; the task's row is written when its state changes or an
+   * artifact arrives, not for each delta of the answer (a status update that only says more),
+   * which the running task keeps in memory: a delta costs one small row, not a rewrite of the
+   * whole task with its question. After a restart the row lacks only the latest deltas' status.
+   */
   private record(row: TaskRow, events: A2AEvent[]): Task {
-    let task = this.taskOf(row);
+    let task = this.running.get(row.task_id) ?? this.taskOf(row);
     let lines = "";
     for (const event of events) {
       task = applyEvent(task, event);
@@ -196,14 +204,18 @@ export class A2AContextDO extends DurableObject<Env> {
       lines += `${line}\n`;
     }
     const final = events.some(isFinal);
-    dropText(this.sql, row.task);
-    this.sql.exec(
-      "UPDATE tasks SET state = ?, task = ?, deadline = ? WHERE task_id = ?",
-      task.status.state,
-      this.keptTask(row.task_id, JSON.stringify(task)),
-      final ? null : row.deadline,
-      row.task_id,
-    );
+    if (final || task.status.state !== row.state || events.some((event) => event.kind !== "status-update")) {
+      dropText(this.sql, row.task);
+      this.sql.exec(
+        "UPDATE tasks SET state = ?, task = ?, deadline = ? WHERE task_id = ?",
+        task.status.state,
+        this.keptTask(row.task_id, JSON.stringify(task)),
+        final ? null : row.deadline,
+        row.task_id,
+      );
+    }
+    if (final) this.running.delete(row.task_id);
+    else this.running.set(row.task_id, task);
     const streams = this.subscribers.get(row.task_id);
     for (const writer of streams ?? []) {
       send(writer, lines);

@@ -351,6 +351,26 @@ describe("tasks/resubscribe, tasks/cancel, tasks/get", () => {
     expect(again).toEqual(original);
   });
 
+  it("answers tasks/get with a running task's latest delta, without rewriting the task for each", async () => {
+    const a2a = await client();
+    const stream = a2a.sendMessageStream({ message: userMessage("a slow answer with quite a few words in it #slow=40") });
+    const early = await collect(stream, (event) => statusText(event) === "You ");
+    const task = early[0] as Task;
+    const running = ok(await a2a.getTask({ id: task.id })) as Task;
+    expect(running.status).toMatchObject({ state: "working" });
+    const latest = (running.status.message?.parts[0] as { text?: string } | undefined)?.text;
+    // A word of the answer (the one after "You " if the backend has sent it meanwhile).
+    expect(latest).toMatch(/^\S+ $/);
+    // Its row still holds the status the task began working with: deltas are in the event log.
+    await runInDurableObject(env.A2A_CONTEXT.getByName(JSON.stringify(["ada", task.contextId])), (_instance, state) => {
+      const row = state.storage.sql.exec<{ task: string }>("SELECT task FROM tasks WHERE task_id = ?", task.id).one();
+      expect((JSON.parse(row.task) as Task).status.message).toBeUndefined();
+    });
+    const rest = await collect(stream);
+    expect(rest.at(-1)).toMatchObject({ final: true, status: { state: "completed" } });
+    expect((ok(await a2a.getTask({ id: task.id })) as Task).status.state).toBe("completed");
+  });
+
   it("cancels a running task: every stream of it ends canceled, and it cannot be canceled twice", async () => {
     const a2a = await client();
     const stream = a2a.sendMessageStream({ message: userMessage("a slow answer that will be canceled before it ends #slow=40") });
