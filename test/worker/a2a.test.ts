@@ -203,6 +203,10 @@ describe("message/send", () => {
     expect(answerOf(task)).toBe(`[user_turns=1] You said: ${big}`);
     const stored = ok(await a2a.getTask({ id: task.id })) as Task;
     expect(stored.history?.map((message) => (message.parts[0] as { text: string }).text.length)).toEqual([big.length, answerOf(task).length]);
+    // A stream of the finished task replays its log: the artifact whole.
+    const replayed = await collect(a2a.resubscribeTask({ id: task.id }));
+    const artifact = replayed.find((event) => event.kind === "artifact-update") as TaskArtifactUpdateEvent;
+    expect((artifact.artifact.parts[0] as { text: string }).text).toBe(answerOf(task));
     expect(await largestStoredValue(env.A2A_CONTEXT.getByName(JSON.stringify(["ada", task.contextId])))).toBeLessThanOrEqual(MAX_STORED_VALUE);
   });
 
