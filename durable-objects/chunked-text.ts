@@ -29,7 +29,7 @@ export function readChunks(sql: SqlStorage, key: string): string | null {
   return chunks.length === 0 ? null : chunks.map((row) => row.chunk).join("");
 }
 
-export function deleteChunks(sql: SqlStorage, key: string): void {
+function deleteChunks(sql: SqlStorage, key: string): void {
   sql.exec("DELETE FROM blobs WHERE key = ?", key);
 }
 

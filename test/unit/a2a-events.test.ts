@@ -126,8 +126,11 @@ describe("task state", () => {
 });
 
 describe("sendInBatches", () => {
-  /** A stream the test writes to, and the calls `send` received, each held until the test settles it. */
-  function harness() {
+  /**
+   * sendInBatches over a stream the test writes to, once its first event (1) has gone out: the
+   * calls `send` received, each held until the test settles it.
+   */
+  async function started() {
     const { readable, writable } = new TransformStream<number, number>();
     const writer = writable.getWriter();
     const calls: Array<{ batch: number[]; settle: (taken: boolean) => void }> = [];
@@ -138,20 +141,20 @@ describe("sendInBatches", () => {
         calls.push({ batch, settle });
         called();
       });
-    return { readable, writer, calls, nextCall, send };
+    const first = nextCall();
+    const done = sendInBatches(readable, send);
+    await writer.write(1);
+    await first;
+    return { writer, calls, nextCall, done };
   }
 
   it("sends the first event at once and what arrives meanwhile in one batch, in order", async () => {
-    const { readable, writer, calls, nextCall, send } = harness();
-    let call = nextCall();
-    const done = sendInBatches(readable, send);
-    await writer.write(1);
-    await call;
+    const { writer, calls, nextCall, done } = await started();
     expect(calls.map((c) => c.batch)).toEqual([[1]]);
     await writer.write(2);
     await writer.write(3);
     await writer.write(4);
-    call = nextCall();
+    const call = nextCall();
     calls[0]!.settle(true);
     await call;
     expect(calls.map((c) => c.batch)).toEqual([[1], [2, 3, 4]]);
@@ -162,11 +165,7 @@ describe("sendInBatches", () => {
   });
 
   it("stops and cancels the events when the receiver has ended", async () => {
-    const { readable, writer, calls, nextCall, send } = harness();
-    const call = nextCall();
-    const done = sendInBatches(readable, send);
-    await writer.write(1);
-    await call;
+    const { writer, calls, done } = await started();
     void writer.write(2).catch(() => undefined);
     calls[0]!.settle(false);
     await done;
@@ -175,11 +174,7 @@ describe("sendInBatches", () => {
   });
 
   it("sends what came before a failure of the events, then throws it", async () => {
-    const { readable, writer, calls, nextCall, send } = harness();
-    const call = nextCall();
-    const done = sendInBatches(readable, send);
-    await writer.write(1);
-    await call;
+    const { writer, calls, nextCall, done } = await started();
     await writer.write(2);
     const second = nextCall();
     await writer.abort(new Error("the turn broke off"));
