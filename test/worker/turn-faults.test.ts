@@ -152,6 +152,22 @@ describe("a turn that runs longer than the time-out", () => {
     const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "long", config: timed });
     expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["start", slow, "meanwhile"]);
   });
+
+  it("is not timed out while its client reads slowly: the time-out is the backend's, not the client's", { timeout: 20_000 }, async () => {
+    // A 1 MB answer (the scripted model repeats the question), more than the stream holds for a
+    // client that does not read, so the turn waits for it with the backend's last events unread.
+    const big = "x".repeat(1_000_000);
+    const response = await call("/v1/streaming_query", { json: { query: big }, user: "long", config: timed });
+    const reader = response.body!.getReader();
+    await reader.read();
+    await new Promise((resolve) => setTimeout(resolve, (TIMEOUT_S + 2) * 1000));
+    const rest: Uint8Array[] = [];
+    for (let next = await reader.read(); !next.done; next = await reader.read()) rest.push(next.value);
+    const events = await queryEvents(new Response(new Blob(rest)));
+    expect(events.filter((event) => event.event === "error")).toEqual([]);
+    expect(events.find((event) => event.event === "turn_complete")?.data.token).toBe(`[user_turns=1] You said: ${big}`);
+    expect(events.at(-1)?.event).toBe("end");
+  });
 });
 
 describe("quotas under concurrency", () => {

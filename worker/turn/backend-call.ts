@@ -34,10 +34,14 @@ export async function startModelCall(
   const stop = () => call.abort(signal.reason);
   signal.addEventListener("abort", stop);
   // One timer at a time, not one per event: when it fires it stops the call if nothing came for the
-  // whole time-out, and otherwise waits out the rest of it from the latest event.
+  // whole time-out, and otherwise waits out the rest of it from the latest event. Only the
+  // backend's time counts: while the turn is busy with an event (a client reading slowly holds it
+  // back), the backend is not being waited for, and its time-out starts again once the next event
+  // is asked for.
   let lastEventAt = Date.now();
+  let eventHeld = false;
   const expire = () => {
-    const quiet = Date.now() - lastEventAt;
+    const quiet = eventHeld ? 0 : Date.now() - lastEventAt;
     if (quiet >= timeoutMs) call.abort(timedOut());
     else timer = setTimeout(expire, timeoutMs - quiet);
   };
@@ -63,8 +67,10 @@ export async function startModelCall(
     return (async function* events() {
       try {
         for await (const event of stream) {
-          lastEventAt = Date.now();
+          eventHeld = true;
           yield event;
+          eventHeld = false;
+          lastEventAt = Date.now();
         }
         // The SDK ends an aborted stream quietly: a time-out must still be reported as one.
         if (!signal.aborted && call.signal.aborted) throw failure(call.signal.reason);
