@@ -168,6 +168,23 @@ describe("a turn that runs longer than the time-out", () => {
     expect(events.find((event) => event.event === "turn_complete")?.data.token).toBe(`[user_turns=1] You said: ${big}`);
     expect(events.at(-1)?.event).toBe("end");
   });
+
+  it("ends on an interrupt while its client is not reading, and the conversation goes on", { timeout: 20_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "start" }, user: "stuck" });
+    const id = first.body.conversation_id;
+    const response = await call("/v1/streaming_query", { json: { query: "x".repeat(1_000_000), conversation_id: id }, user: "stuck" });
+    const reader = response.body!.getReader();
+    const opening = new TextDecoder().decode((await reader.read()).value);
+    const requestId = /"request_id":\s*"([^"]+)"/.exec(opening)![1]!;
+    // The client reads no further: the turn holds its 1 MB answer for it, and its conversation.
+    const next = callJson<{ response: string }>("/v1/query", { json: { query: "next", conversation_id: id }, user: "stuck" });
+    const early = await Promise.race([next.then(() => "answered"), new Promise((resolve) => setTimeout(() => resolve("waiting"), 1000))]);
+    expect(early).toBe("waiting");
+    const interrupted = await callJson("/v1/streaming_query/interrupt", { json: { request_id: requestId }, user: "stuck" });
+    expect(interrupted.status).toBe(200);
+    expect((await next).body.response).toBe("[user_turns=3] You said: next");
+    await reader.cancel();
+  });
 });
 
 describe("quotas under concurrency", () => {

@@ -58,10 +58,12 @@ const MAX_QUEUED_UNITS = 64 * 1024;
  * (NDJSON lines, or the endpoint's own, which then passes through the Worker untouched). Text goes
  * out at once when nothing is on its way; text that comes while a write waits for the reader goes
  * out together in the next write, so a reader that falls behind costs one write per read, not one
- * per event. `gone` is called once when the reader has gone away.
+ * per event. `gone` is called once when the reader has gone away. A reader that stops reading
+ * holds the turn back until it reads on or goes, unless the turn is `stopped` (an interrupt).
  */
-function eventChannel(presenter: TurnPresenter, gone: () => void) {
+function eventChannel(presenter: TurnPresenter, gone: () => void, stopped: AbortSignal) {
   const form = presenting(presenter);
+  const stop = new Promise<void>((resolve) => stopped.addEventListener("abort", () => resolve(), { once: true }));
   const channel = new IdentityTransformStream();
   const writer = channel.writable.getWriter();
   const encoder = new TextEncoder();
@@ -91,7 +93,7 @@ function eventChannel(presenter: TurnPresenter, gone: () => void) {
     readable: channel.readable,
     send(event: TurnEvent): Promise<void> | undefined {
       queue(form.events([event]));
-      return queued.length > MAX_QUEUED_UNITS ? (writing ?? undefined) : undefined;
+      return queued.length > MAX_QUEUED_UNITS && writing && !stopped.aborted ? Promise.race([writing, stop]) : undefined;
     },
     async close(): Promise<void> {
       queue(form.end());
@@ -396,7 +398,7 @@ export class ConversationDO extends ConversationDurableObject {
       // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
       // call; the turn is then incomplete.
       const presenter = plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES;
-      const lines = eventChannel(presenter, () => abort.abort("client disconnected"));
+      const lines = eventChannel(presenter, () => abort.abort("client disconnected"), abort.signal);
       const shown = shownEvents(plan.endpoint);
       void (async () => {
         try {
