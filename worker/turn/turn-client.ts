@@ -108,10 +108,12 @@ export function presented(turn: StartedTurn, presenter: TurnPresenter): Readable
  * A stream the conversation's Durable Object presented itself (its plan named the form), passed on
  * as it is, byte for byte. Should the object's stream break off mid-answer (a reset, as a deploy
  * does), the answer still ends in its form (streaming_query's error event) instead of the client
- * seeing its connection cut.
+ * seeing its connection cut. The pipe ends in a JavaScript TransformStream: piped into workerd's
+ * native IdentityTransformStream instead, a request's pipes left timers counted against its
+ * context's limit of 10,000 active ones (the full backend-faults reliability run hit it).
  */
 export function passedOn(turn: StartedTurn, presentation: StreamPresentation): ReadableStream<Uint8Array> {
-  const { readable, writable } = new IdentityTransformStream();
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   turn.lines.pipeTo(writable, { preventAbort: true }).catch(async () => {
     // Also reached when the client went away: the pipe is errored then, and writing fails.
     const writer = writable.getWriter();
