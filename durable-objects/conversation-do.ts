@@ -8,9 +8,9 @@
 //   it has really ended (completed, interrupted, timed out, failed, or the object restarted), never
 //   on a lease.
 // - Durability: a turn is committed (its rows and what must follow it, in one transaction) before
-//   its last event is sent. A running turn leaves a marker once its model call is on its way; an
-//   object that restarts mid-turn records that turn as incomplete and carries out what the marker
-//   says must follow (quota settlement). A new conversation is written with its first turn's
+//   its last event is sent. A running turn leaves a marker once its model call is on its way (or
+//   a moment later, as its caller asks); an object that restarts mid-turn records that turn as
+//   incomplete and carries out what the marker says must follow (quota settlement). A new conversation is written with its first turn's
 //   marker or commit: besides a compaction's summary, nothing is written before a turn's model call.
 // - The outbox: work after a turn that must happen but not on the client's wait path (the record
 //   store, quota settlement, transcripts) is stored with the turn and delivered from here, retried
@@ -47,6 +47,13 @@ export interface RunningTurn {
   userText: string;
   /** What must follow this turn if the object restarts before it ends. */
   afterwards: OutboxEntry[];
+}
+
+/** A turn running in this object now: who may interrupt it and how, and its marker's timer while one waits. */
+interface ActiveTurn {
+  turn: RunningTurn;
+  abort: AbortController;
+  markTimer: ReturnType<typeof setTimeout> | null;
 }
 
 /** A running turn recorded with what its marker holds: the question, no answer (it was lost or unusable). */
@@ -203,7 +210,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private cachedHistory: Item[] | null = null;
   private cachedHistoryBytes: number | null = null;
   /** Turns running now, by request id: what they are, who may interrupt them, and how. */
-  private readonly active = new Map<string, { turn: RunningTurn; abort: AbortController }>();
+  private readonly active = new Map<string, ActiveTurn>();
   private flushing: Promise<void> | null = null;
   private flushAgain = false;
   /** When a timer will wake this object (snapshots, retries, approvals); null when none is set. */
@@ -370,7 +377,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
 
   /**
    * A turn is running: an interrupt finds it from now on. The returned function leaves its marker,
-   * which a restart finishes it by: one row (a question too large for it keeps its text only).
+   * which a restart finishes it by: one row (a question too large for it keeps its text only); given
+   * a delay, it leaves it then, if the turn is still running.
    *
    * Call it once the turn's model call has been sent, not before: a write holds every message the
    * object sends until it is durable (its output gate), so a marker written before the call would
@@ -382,11 +390,12 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
    * lapses by itself (durable-objects/quota-do.ts). Calling it again, or once the turn has ended,
    * does nothing.
    */
-  protected startRunning(turn: RunningTurn, abort: AbortController): () => void {
-    this.active.set(turn.requestId, { turn, abort });
+  protected startRunning(turn: RunningTurn, abort: AbortController): (afterMs?: number) => void {
+    const running: ActiveTurn = { turn, abort, markTimer: null };
+    this.active.set(turn.requestId, running);
     let marked = false;
-    return () => {
-      if (marked || !this.active.has(turn.requestId)) return;
+    const mark = () => {
+      if (marked || this.active.get(turn.requestId) !== running) return;
       marked = true;
       let data = JSON.stringify(turn);
       if (data.length > CHUNK_UNITS) data = JSON.stringify({ ...turn, input: [{ type: "message", role: "user", content: turn.userText.slice(0, CHUNK_UNITS / 4) }] });
@@ -396,11 +405,22 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         log.error(`conversation turn ${turn.requestId}: could not leave its running marker (a restart would not record it)`, error);
       }
     };
+    return (afterMs = 0) => {
+      if (afterMs <= 0) mark();
+      else running.markTimer ??= setTimeout(mark, afterMs);
+    };
+  }
+
+  /** The turn is no longer running here: an interrupt no longer finds it, and it leaves no marker. */
+  private endRunning(requestId: string): void {
+    const running = this.active.get(requestId);
+    if (running?.markTimer) clearTimeout(running.markTimer);
+    this.active.delete(requestId);
   }
 
   /** Ends a running turn without recording it (it never reached the backend). */
   protected abandonRunning(requestId: string, afterwards: OutboxEntry[] = []): void {
-    this.active.delete(requestId);
+    this.endRunning(requestId);
     this.transaction(() => {
       this.clearRunning(requestId);
       this.addToOutbox(afterwards);
@@ -428,7 +448,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       }),
     );
     // Still running until recorded: a turn whose commit failed can be recorded as failed instead.
-    this.active.delete(turn.requestId);
+    this.endRunning(turn.requestId);
     this.deliverSoon(kept);
     if (exists && approvals && (approvals.created.length > 0 || approvals.answered.length > 0)) this.scheduleApprovalWake();
     return exists ? stored : null;
@@ -468,7 +488,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     try {
       this.commitTurn(endedAs(running.turn, "failed"), running.turn.afterwards);
     } catch (error) {
-      this.active.delete(requestId);
+      this.endRunning(requestId);
       log.error(`conversation turn ${requestId}: could not be recorded as failed`, error);
     }
   }

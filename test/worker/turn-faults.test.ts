@@ -333,6 +333,27 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     expect(detail.body.chat_history[1]!.messages.slice(1).map((message) => message.content).join("")).toBe("");
   });
 
+  it("records a JSON answer's turn as incomplete once it has run past its marker's delay", { timeout: 20_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the restart" }, user: "restart-json" });
+    const id = first.body.conversation_id;
+    const question = "one two three four five six seven eight #slow=500";
+    const pending = call("/v1/query", { json: { query: question, conversation_id: id }, user: "restart-json" });
+    // A JSON answer's marker waits 100 ms after the model call left (a quicker turn commits once).
+    await eventually(() =>
+      runInDurableObject(env.CONVERSATION.getByName(id), (instance) => {
+        expect((instance as unknown as { sql: SqlStorage }).sql.exec("SELECT 1 FROM running_turns").toArray()).toHaveLength(1);
+      }),
+    );
+    await abortAllDurableObjects();
+    const cut = await pending;
+    expect(cut.status).toBeGreaterThanOrEqual(500);
+
+    const after = await callJson<{ response: string }>("/v1/query", { json: { query: "after the restart", conversation_id: id }, user: "restart-json" });
+    expect(after.body.response).toBe("[user_turns=3] You said: after the restart");
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "restart-json" });
+    expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["before the restart", question, "after the restart"]);
+  });
+
   it("ends a streamed response with response.failed and [DONE], not a cut connection", { timeout: 20_000 }, async () => {
     const response = await call("/v1/responses", { json: { input: "one two three four five six seven eight #slow=500", stream: true }, user: "restart-responses" });
     const seen = await restartAfterFirstToken(response, "response.output_text.delta");

@@ -50,6 +50,13 @@ function runtimeEnv(env: Env, configText: string | null): Env {
   return configText === (env.PARLEY_CONFIG ?? null) ? env : { ...env, PARLEY_CONFIG: configText ?? undefined };
 }
 
+/**
+ * A turn answered in one piece leaves its running marker once it has run this long after its model
+ * call left (a stream's leaves it at once, before its client sees any of it). Its client sees
+ * nothing until the answer, so a restart before then only fails its request, as a restart before
+ * the call does; a turn that answers sooner costs one commit (fsync'd) instead of two.
+ */
+const JSON_MARKER_DELAY_MS = 100;
 /** Lines waiting for the reader beyond this many UTF-16 units hold the turn back (backpressure). */
 const MAX_QUEUED_UNITS = 64 * 1024;
 
@@ -259,7 +266,7 @@ export class ConversationDO extends ConversationDurableObject {
 
     const abort = new AbortController();
     const startedAt = new Date().toISOString();
-    // Marked once the model call is on its way (see startRunning); interruptible from now.
+    // Marked once the model call is on its way (see startRunning and JSON_MARKER_DELAY_MS); interruptible from now.
     const markRunning = this.startRunning(
       {
         requestId,
@@ -287,7 +294,7 @@ export class ConversationDO extends ConversationDurableObject {
       if (!checked.ok) throw approvalError(checked);
       prepared = await prepareTurn(rt, plan, model);
       if (legacyStream) await this.registerLegacyStream(rt, plan);
-      answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: markRunning }, {
+      answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: () => markRunning(plan.streaming ? 0 : JSON_MARKER_DELAY_MS) }, {
         resumed: checked.decisions,
         claimApproved: (id) => this.claimApproval(id),
         ranApproved: (id, item) => this.keepApprovalOutcome(id, item),
