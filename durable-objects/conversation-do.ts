@@ -119,6 +119,14 @@ type ApprovalRow = {
 export const MAX_STORED_UNITS = 10 * 1024 * 1024;
 
 /**
+ * Turns waiting for their conversation (behind the one running) are held in its object's memory
+ * with their questions, so their number and size are bounded (README "Limits"): a turn that would
+ * wait beyond either is refused at once.
+ */
+export const MAX_WAITING_TURNS = 1_000;
+export const MAX_WAITING_UNITS = 8 * 1024 * 1024;
+
+/**
  * Snapshots (keyed entries: the conversation's record) wait this long before delivery, so that the
  * turns of a busy conversation cost one record write between them, not one each (the list views'
  * lag). Other entries (quota settlement, token history, transcripts) go at once.
@@ -201,6 +209,9 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   /** A conversation its first turn created, written with that turn's marker or commit (see create). */
   private unsaved: Creation | null = null;
   private tail: Promise<void> = Promise.resolve();
+  /** Turns holding or waiting for the conversation, and what those waiting hold (see takeTurn). */
+  private queuedTurns = 0;
+  private waitingUnits = 0;
   // What storage holds, kept in memory once read: every turn replays the whole history.
   private cachedOwner: string | null | undefined;
   private cachedMeta: Map<string, string> | null = null;
@@ -366,13 +377,32 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   // Order of turns
   // -------------------------------------------------------------------------------------------
 
-  /** Waits until every earlier turn has ended; the returned function lets the next one begin. */
-  protected async takeTurn(): Promise<() => void> {
+  /**
+   * Waits until every earlier turn has ended; the returned function lets the next one begin. Null,
+   * without waiting, when the turns already waiting are as many or as large as the object holds
+   * (MAX_WAITING_TURNS, MAX_WAITING_UNITS): `units` is what this one would hold while it waits,
+   * asked only when it would wait.
+   */
+  protected async takeTurn(units: () => number): Promise<(() => void) | null> {
+    let weight = 0;
+    if (this.queuedTurns > 0) {
+      weight = units();
+      if (this.queuedTurns > MAX_WAITING_TURNS || this.waitingUnits + weight > MAX_WAITING_UNITS) return null;
+    }
+    this.queuedTurns++;
+    this.waitingUnits += weight;
     const previous = this.tail;
     let release!: () => void;
     this.tail = new Promise<void>((resolve) => (release = resolve));
     await previous;
-    return release;
+    this.waitingUnits -= weight;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.queuedTurns--;
+      release();
+    };
   }
 
   /**

@@ -94,6 +94,14 @@ export const errors = {
     new ApiError(403, "User does not have permission to perform this action", `User ${userId} does not have permission to read conversation with ID ${conversationId}`),
   fileTooLarge: (limit: number) => new ApiError(413, "File too large", `The file exceeds the maximum size of ${limit} bytes.`),
 
+  /** A conversation with as many turns waiting as its object holds (README "Limits"). */
+  conversationBusy: (conversationId: string, turns: number, units: number) =>
+    new ApiError(
+      429,
+      "The quota has been exceeded",
+      `Too many questions are waiting for conversation ${conversationId} (at most ${turns}, of ${units} characters together); try again once it has answered.`,
+      { "Retry-After": "1" },
+    ),
   quotaExceeded: (cause: string) => new ApiError(429, "The quota has been exceeded", cause),
   modelQuotaExceeded: (model: string) =>
     new ApiError(429, "The model quota has been exceeded", `token quota for model ${model} exceeded`),

@@ -292,6 +292,47 @@ describe("questions larger than the model or the storage take", () => {
       expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(big);
     }
   });
+
+  it("refuses at once a question that would wait beyond what its conversation holds, and answers the rest", { timeout: 30_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "hello" }, user: "queue" });
+    const id = first.body.conversation_id;
+    // A slow turn holds the conversation; large questions wait behind it, each holding about
+    // 3.8 Mi characters (its items and its text): two fit the 8 Mi that may wait, a third does not.
+    const slow = callJson<{ response: string }>("/v1/query", { json: { query: "one two three four five six #slow=400", conversation_id: id }, user: "queue" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const big = "big ".repeat(480 * 1024);
+    const started = Date.now();
+    const waiting = [1, 2, 3].map((n) => call("/v1/query", { json: { query: `${n} ${big}`, conversation_id: id }, user: "queue" }));
+    const refused = await Promise.race(waiting.map(async (answer) => ((await answer).status === 429 ? answer : new Promise<never>(() => {}))));
+    // Refused without waiting for the slow turn (which answers after about 2.4 s).
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(((await refused.json()) as { detail: Json }).detail).toEqual({
+      response: "The quota has been exceeded",
+      cause: `Too many questions are waiting for conversation ${id} (at most 1000, of 8388608 characters together); try again once it has answered.`,
+    });
+    expect((await slow).body.response).toBe("[user_turns=2] You said: one two three four five six #slow=400");
+    // The two that waited run in turn: the first answered, the second finds no room left in the
+    // conversation (README "Limits": 10 Mi characters).
+    expect((await Promise.all(waiting)).map((answer) => answer.status).sort()).toEqual([200, 413, 429]);
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "and now", conversation_id: id }, user: "queue" });
+    expect(next.body.response).toBe("[user_turns=4] You said: and now");
+  });
+
+  it("lets at most 1000 turns wait for one conversation, however small", async () => {
+    await runInDurableObject(env.CONVERSATION.getByName(`queue-${crypto.randomUUID()}`), async (instance) => {
+      const object = instance as unknown as { takeTurn(units: () => number): Promise<(() => void) | null> };
+      const running = await object.takeTurn(() => 1);
+      const waiting = Array.from({ length: 1000 }, () => object.takeTurn(() => 1));
+      expect(await object.takeTurn(() => 1)).toBeNull();
+      running!();
+      // Each in turn, once the one before it has ended; then there is room again.
+      for (const turn of waiting) (await turn)!();
+      const again = await object.takeTurn(() => 1);
+      expect(again).not.toBeNull();
+      again!();
+    });
+  });
 });
 
 describe("a conversation's Durable Object that restarts mid-turn", () => {

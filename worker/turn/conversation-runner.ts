@@ -4,7 +4,7 @@
 // arrive. Whatever a client can do right after an answer (continue, read the conversation,
 // interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { ConversationDurableObject, MAX_STORED_UNITS, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
+import { ConversationDurableObject, MAX_STORED_UNITS, MAX_WAITING_TURNS, MAX_WAITING_UNITS, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
 import { shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
 import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
 import { ApiError, errors } from "../errors.ts";
@@ -171,12 +171,12 @@ export class ConversationDO extends ConversationDurableObject {
       this.create(userId, plan.seed);
     }
 
-    const release = await this.takeTurn();
-    let released = false;
-    const releaseOnce = () => {
-      if (!released) release();
-      released = true;
-    };
+    // What it holds while it waits: its question, twice (its items and its text).
+    const releaseOnce = await this.takeTurn(() => JSON.stringify(plan.input).length + plan.userText.length + (plan.instructions?.length ?? 0));
+    if (!releaseOnce) {
+      if (access === "not_found") this.forgetCreation();
+      return refuse(errors.conversationBusy(plan.conversationId, MAX_WAITING_TURNS, MAX_WAITING_UNITS));
+    }
     try {
       // Deleted while this turn waited for its slot.
       if (this.owner() === null) return refuse(errors.notFound("Conversation", plan.conversationId));
