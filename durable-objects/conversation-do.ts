@@ -10,8 +10,9 @@
 // - Durability: a turn is committed (its rows and what must follow it, in one transaction) before
 //   its last event is sent. A running turn leaves a marker once its model call is on its way (or
 //   a moment later, as its caller asks); an object that restarts mid-turn records that turn as
-//   incomplete and carries out what the marker says must follow (quota settlement). A new conversation is written with its first turn's
-//   marker or commit: besides a compaction's summary, nothing is written before a turn's model call.
+//   incomplete and carries out what the marker says must follow (quota settlement). A new
+//   conversation is written with its first turn's marker or commit: besides a compaction's
+//   summary, nothing is written before a turn's model call.
 // - The outbox: work after a turn that must happen but not on the client's wait path (the record
 //   store, quota settlement, transcripts) is stored with the turn and delivered from here, retried
 //   with backoff (alarm) until it succeeds. Entries are idempotent, so a delivery that succeeded but

@@ -99,7 +99,7 @@ export const errors = {
     new ApiError(
       429,
       "The quota has been exceeded",
-      `Too many questions are waiting for conversation ${conversationId} (at most ${turns}, of ${units} characters together); try again once it has answered.`,
+      `Too many questions are waiting for conversation ${conversationId} (at most ${turns} turns, or ${units} characters of questions); try again once it has answered.`,
       { "Retry-After": "1" },
     ),
   quotaExceeded: (cause: string) => new ApiError(429, "The quota has been exceeded", cause),

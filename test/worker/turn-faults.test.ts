@@ -309,7 +309,7 @@ describe("questions larger than the model or the storage take", () => {
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(((await refused.json()) as { detail: Json }).detail).toEqual({
       response: "The quota has been exceeded",
-      cause: `Too many questions are waiting for conversation ${id} (at most 1000, of 8388608 characters together); try again once it has answered.`,
+      cause: `Too many questions are waiting for conversation ${id} (at most 1000 turns, or 8388608 characters of questions); try again once it has answered.`,
     });
     expect((await slow).body.response).toBe("[user_turns=2] You said: one two three four five six #slow=400");
     // The two that waited run in turn: the first answered, the second finds no room left in the

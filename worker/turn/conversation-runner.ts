@@ -172,7 +172,7 @@ export class ConversationDO extends ConversationDurableObject {
     }
 
     // What it holds while it waits: its question, twice (its items and its text).
-    const releaseOnce = await this.takeTurn(() => JSON.stringify(plan.input).length + plan.userText.length + (plan.instructions?.length ?? 0));
+    const releaseOnce = await this.takeTurn(() => JSON.stringify(plan.input).length + plan.userText.length + plan.instructions.length);
     if (!releaseOnce) {
       if (access === "not_found") this.forgetCreation();
       return refuse(errors.conversationBusy(plan.conversationId, MAX_WAITING_TURNS, MAX_WAITING_UNITS));
