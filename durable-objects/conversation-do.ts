@@ -407,21 +407,20 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   }
 
   /**
-   * A turn is running: an interrupt finds it from now on. The returned function leaves its marker,
-   * which a restart finishes it by: one row (a question too large for it keeps its text only); given
-   * a delay, it leaves it then, if the turn is still running.
+   * A turn is running: an interrupt finds it from now on. The returned marker is the row a restart
+   * finishes the turn by (a question too large for it keeps its text only): `after(ms)` leaves it
+   * then, if the turn is still running; `now()` at once, unless it is down already.
    *
-   * Call it once the turn's model call has been sent, not before: a write holds every message the
+   * Leave it once the turn's model call has been sent, not before: a write holds every message the
    * object sends until it is durable (its output gate), so a marker written before the call would
    * hold the call itself until its commit is confirmed (on Cloudflare, by replication). Under
-   * Miniflare a commit runs synchronously on workerd's one thread, so there the marker costs the
-   * same wherever it is written (0.45 ms of time to first token with state on disk, measured side
-   * by side). The price: an object that restarts in the moment between the call and the commit has
-   * no marker, so that turn, which its client saw fail, is not recorded, and its quota reservation
-   * lapses by itself (durable-objects/quota-do.ts). Calling it again, or once the turn has ended,
-   * does nothing.
+   * Miniflare a commit runs synchronously on workerd's one thread (fsync'd with state on disk), so
+   * a marker left a moment after the call has gone overlaps the backend's own work. The price: an
+   * object that restarts in the moment between the call and the commit has no marker, so that turn,
+   * which its client saw fail, is not recorded, and its quota reservation lapses by itself
+   * (durable-objects/quota-do.ts). Once the turn has ended it leaves nothing.
    */
-  protected startRunning(turn: RunningTurn, abort: AbortController): (afterMs?: number) => void {
+  protected startRunning(turn: RunningTurn, abort: AbortController): { after(ms: number): void; now(): void } {
     const running: ActiveTurn = { turn, abort, markTimer: null };
     this.active.set(turn.requestId, running);
     let marked = false;
@@ -436,9 +435,11 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         log.error(`conversation turn ${turn.requestId}: could not leave its running marker (a restart would not record it)`, error);
       }
     };
-    return (afterMs = 0) => {
-      if (afterMs <= 0) mark();
-      else running.markTimer ??= setTimeout(mark, afterMs);
+    return {
+      after: (ms) => {
+        running.markTimer ??= setTimeout(mark, ms);
+      },
+      now: mark,
     };
   }
 

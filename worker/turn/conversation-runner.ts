@@ -52,9 +52,10 @@ function runtimeEnv(env: Env, configText: string | null): Env {
 
 /**
  * A turn answered in one piece leaves its running marker once it has run this long after its model
- * call left (a stream's leaves it at once, before its client sees any of it). Its client sees
- * nothing until the answer, so a restart before then only fails its request, as a restart before
- * the call does; a turn that answers sooner costs one commit (fsync'd) instead of two.
+ * call left. Its client sees nothing until the answer, so a restart before then only fails its
+ * request, as a restart before the call does; a turn that answers sooner costs one commit (fsync'd)
+ * instead of two. A stream's marker is left as soon as the call has gone, and in any case before
+ * its client sees any of it.
  */
 const JSON_MARKER_DELAY_MS = 100;
 /** Lines waiting for the reader beyond this many UTF-16 units hold the turn back (backpressure). */
@@ -267,7 +268,7 @@ export class ConversationDO extends ConversationDurableObject {
     const abort = new AbortController();
     const startedAt = new Date().toISOString();
     // Marked once the model call is on its way (see startRunning and JSON_MARKER_DELAY_MS); interruptible from now.
-    const markRunning = this.startRunning(
+    const marker = this.startRunning(
       {
         requestId,
         userId,
@@ -294,7 +295,7 @@ export class ConversationDO extends ConversationDurableObject {
       if (!checked.ok) throw approvalError(checked);
       prepared = await prepareTurn(rt, plan, model);
       if (legacyStream) await this.registerLegacyStream(rt, plan);
-      answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: () => markRunning(plan.streaming ? 0 : JSON_MARKER_DELAY_MS) }, {
+      answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: () => marker.after(plan.streaming ? 0 : JSON_MARKER_DELAY_MS) }, {
         resumed: checked.decisions,
         claimApproved: (id) => this.claimApproval(id),
         ranApproved: (id, item) => this.keepApprovalOutcome(id, item),
@@ -400,6 +401,8 @@ export class ConversationDO extends ConversationDurableObject {
       besideAnswer = wantsTopic && !plan.streaming ? topic() : null;
 
       if (!plan.streaming) return { ok: true, head, result: finish(await read(async () => undefined)) };
+      // Down before the client sees anything of the stream (its head goes back with this call).
+      marker.now();
 
       // A stream: its events go back while the turn runs, `finished` last, as NDJSON lines or in the
       // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
