@@ -395,6 +395,21 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["before the restart", question, "after the restart"]);
   });
 
+  it("leaves no marker behind a turn that ended, whether it left one or not", { timeout: 20_000 }, async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "quick" }, user: "markers" });
+    const id = first.body.conversation_id;
+    // Past its marker's delay (the marker is left, then removed with the commit), then a stream.
+    expect((await callJson("/v1/query", { json: { query: "one two #slow=150", conversation_id: id }, user: "markers" })).status).toBe(200);
+    expect((await call("/v1/streaming_query", { json: { query: "streamed", conversation_id: id }, user: "markers" }).then((r) => r.text())).length).toBeGreaterThan(0);
+    await runInDurableObject(env.CONVERSATION.getByName(id), (instance) => {
+      expect((instance as unknown as { sql: SqlStorage }).sql.exec("SELECT request_id FROM running_turns").toArray()).toEqual([]);
+    });
+    // A restart finds nothing to record: the history is the three turns, each completed.
+    await abortAllDurableObjects();
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "markers" });
+    expect(detail.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["quick", "one two #slow=150", "streamed"]);
+  });
+
   it("ends a streamed response with response.failed and [DONE], not a cut connection", { timeout: 20_000 }, async () => {
     const response = await call("/v1/responses", { json: { input: "one two three four five six seven eight #slow=500", stream: true }, user: "restart-responses" });
     const seen = await restartAfterFirstToken(response, "response.output_text.delta");
