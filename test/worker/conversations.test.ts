@@ -1,3 +1,5 @@
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, callJson, eventually, readSse, settle } from "./helpers.ts";
 
@@ -39,6 +41,29 @@ describe("conversation views", () => {
     await eventually(async () => {
       const listed = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v2/conversations", { user: "streamer" });
       expect(listed.body.conversations).toEqual([expect.objectContaining({ conversation_id: id, topic_summary: "Topic: Where do streams go?" })]);
+    });
+  });
+
+  it("leaves an alarm for the record it still owes the lists, in case its object is gone before its timer", async () => {
+    const user = "alarmed";
+    const id = await newConversation(user);
+    await eventually(async () => {
+      const listed = await callJson<{ conversations: Array<{ message_count: number }> }>("/v1/conversations", { user });
+      expect(listed.body.conversations[0]?.message_count).toBe(1);
+    });
+    const asked = Date.now();
+    expect((await callJson("/v1/query", { json: { query: "and again", conversation_id: id }, user })).status).toBe(200);
+    // The record waits a second for more turns (its timer); the alarm covers it, set with its slack of 30 s.
+    const stub = env.CONVERSATION.getByName(id);
+    const alarm = await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
+    expect(alarm).toBeGreaterThan(asked + 1_000);
+    expect(alarm).toBeLessThanOrEqual(Date.now() + 1_000 + 30_000);
+    // Gone before its timer (memory lost, storage kept): woken by its alarm, it delivers the record.
+    await abortAllDurableObjects();
+    await runDurableObjectAlarm(env.CONVERSATION.getByName(id));
+    await eventually(async () => {
+      const listed = await callJson<{ conversations: Array<{ message_count: number }> }>("/v1/conversations", { user });
+      expect(listed.body.conversations[0]?.message_count).toBe(2);
     });
   });
 
