@@ -121,6 +121,7 @@ export const VARIANTS: Array<{ name: string; what: string }> = [
   { name: "do-turn-minimum", what: "one RPC to a Durable Object that calls the backend and records the turn: the current design's round-trips, nothing else" },
   { name: "do-turn-marked", what: "+ a running marker written as the backend call leaves, as a restart mid-turn needs (two commits a turn)" },
   { name: "do-turn-marked-sdk", what: "+ the backend call as Parley makes it (SDK-prepared, SDK-parsed): the current design's whole minimum" },
+  { name: "do-turn-new-object", what: "the same with a new Durable Object for every request: the minimum of a turn that starts a conversation" },
 ];
 
 const CONNECTIONS = 10;

@@ -257,6 +257,11 @@ const VARIANTS = {
   // The same with the call made as the gateway makes it: the current design's whole minimum.
   "do-turn-marked-sdk": async (env, question, id) =>
     new Response(await env.TURNS.getByName(id).turn(question, true, true), { headers: { "content-type": "application/json" } }),
+
+  // The same for a new conversation: a new Durable Object every time (its SQLite file and tables
+  // created, its first commit), as a plain OpenAI client's /v1/responses request makes one.
+  "do-turn-new-object": async (env, question) =>
+    new Response(await env.TURNS.getByName(crypto.randomUUID()).turn(question, true, true), { headers: { "content-type": "application/json" } }),
 };
 
 export default {
