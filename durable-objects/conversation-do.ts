@@ -144,7 +144,7 @@ const RETRY_MAX_MS = 300_000;
 const MAX_TIMER_MS = 3_600_000;
 /**
  * The alarm, the safety net for a wake whose object is gone before its timer fires, is set up to
- * this much later than the wake it covers, so that a busy conversation (a snapshot due every
+ * this much later than the wake its timer covers, so that a busy conversation (a snapshot due every
  * second) moves it about once in this time instead of every second: each setAlarm is a storage
  * write of its own (and, under Miniflare, two fsync'd commits on workerd's one thread). An object
  * gone before its timer delivers up to this much later (README "After the answer").
@@ -930,8 +930,9 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
    */
   private async wakeAt(at: number): Promise<void> {
     const when = Math.max(at, Date.now() + 10);
-    // Far-off wakes (a retention of days) are the alarm's alone.
-    if (when - Date.now() <= MAX_TIMER_MS && (this.wakeTimerAt === null || when < this.wakeTimerAt)) {
+    // Far-off wakes (a retention of days) are the alarm's alone, and so get no slack.
+    const timed = when - Date.now() <= MAX_TIMER_MS;
+    if (timed && (this.wakeTimerAt === null || when < this.wakeTimerAt)) {
       this.wakeTimerAt = when;
       setTimeout(() => {
         this.wakeTimerAt = null;
@@ -939,9 +940,10 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       }, when - Date.now());
     }
     // After a restart the alarm already set is not known in memory: never put it off beyond the slack.
+    const latest = when + (timed ? ALARM_SLACK_MS : 0);
     this.alarmAt ??= await this.ctx.storage.getAlarm();
-    if (this.alarmAt === null || this.alarmAt > when + ALARM_SLACK_MS) {
-      this.alarmAt = when + ALARM_SLACK_MS;
+    if (this.alarmAt === null || this.alarmAt > latest) {
+      this.alarmAt = latest;
       await this.ctx.storage.setAlarm(this.alarmAt);
     }
   }
