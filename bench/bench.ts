@@ -384,7 +384,7 @@ async function measureLoad(mode: Mode, endpoint: Endpoint, connections: number, 
   for (let round = 0; round < rounds; round++) {
     // The round's share of the requests per connection, so that the rounds add up to the run's.
     const turns = Math.floor((options.turnsPerConnection * (round + 1)) / rounds) - Math.floor((options.turnsPerConnection * round) / rounds);
-    const run = (target: Target) => runLoad({ ...spec, amount: connections * turns, url: target.url, cpu: { target: target.cpuMs, backend: backend.cpuMs } });
+    const run = (target: Target) => runLoad({ ...spec, amount: connections * turns, url: target.url, cpu: { target: target.cpuMs, backend: backend.cpuMs, threads: target.threadCpuMs } });
     if (round % 2 === 0) {
       floor.push(await run(targets.floor));
       gateway.push(await run(targets.gateway));

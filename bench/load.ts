@@ -15,8 +15,8 @@ export interface LoadSpec {
   amount: number;
   /** Stops the run after this long even if `amount` was not reached. */
   maxSeconds: number;
-  /** Cumulative CPU (ms) of the target's and the backend's processes, read before and after. */
-  cpu?: { target: () => number; backend: () => number };
+  /** Cumulative CPU (ms) of the target's and the backend's processes (and the target's threads), read before and after. */
+  cpu?: { target: () => number; backend: () => number; threads?: () => Map<number, number> };
 }
 
 export interface LoadResult {
@@ -41,6 +41,8 @@ export interface LoadResult {
   targetCpuMs: number;
   /** CPU (ms) per 2xx answer spent by the backend. */
   backendCpuMs: number;
+  /** The busiest thread of the target's process: its CPU time over the run's time (1 = a whole core); NaN when not known. */
+  busiestThread: number;
   /** Every 2xx answer's latency, ascending. */
   latencies: number[];
 }
@@ -55,7 +57,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     let lastAnswerAt = 0;
     let capped = false;
     let nextBody = 0;
-    const cpuBefore = { target: spec.cpu?.target() ?? NaN, backend: spec.cpu?.backend() ?? NaN };
+    const cpuBefore = { target: spec.cpu?.target() ?? NaN, backend: spec.cpu?.backend() ?? NaN, threads: spec.cpu?.threads?.() ?? null };
     const startedAt = performance.now();
     const instance = autocannon(
       {
@@ -88,6 +90,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           capped,
           targetCpuMs: perAnswer(cpuBefore.target, spec.cpu?.target()),
           backendCpuMs: perAnswer(cpuBefore.backend, spec.cpu?.backend()),
+          busiestThread: busiestThread(cpuBefore.threads, spec.cpu?.threads?.() ?? null, seconds),
         });
       },
     );
@@ -130,7 +133,16 @@ export function combineLoads(parts: LoadResult[]): LoadResult {
     capped: parts.some((part) => part.capped),
     targetCpuMs: ok ? sum((part) => part.targetCpuMs * part.ok) / ok : NaN,
     backendCpuMs: ok ? sum((part) => part.backendCpuMs * part.ok) / ok : NaN,
+    busiestThread: seconds > 0 ? sum((part) => part.busiestThread * part.seconds) / seconds : NaN,
   };
+}
+
+/** The largest share of a core one thread used between two readings `seconds` apart. */
+function busiestThread(before: Map<number, number> | null, after: Map<number, number> | null, seconds: number): number {
+  if (!before || !after || after.size === 0 || seconds <= 0) return NaN;
+  let most = 0;
+  for (const [tid, ms] of after) most = Math.max(most, ms - (before.get(tid) ?? 0));
+  return most / 1000 / seconds;
 }
 
 /** The latency figures of a run's answers (ascending), with the latencies themselves. */

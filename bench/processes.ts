@@ -142,9 +142,9 @@ interface ProcStat {
   cpuMs: number;
 }
 
-function readStat(pid: number): ProcStat | null {
+function readStat(pid: number, file = `/proc/${pid}/stat`): ProcStat | null {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const text = readFileSync(file, "utf8");
     const close = text.lastIndexOf(")");
     const fields = text.slice(close + 2).split(" ");
     return {
@@ -179,6 +179,24 @@ export function childPids(comm: string): number[] {
 /** CPU time (ms) used so far by one process. */
 export function processCpuMs(pid: number): number {
   return readStat(pid)?.cpuMs ?? NaN;
+}
+
+/**
+ * CPU time (ms) used so far by each thread of one process, by thread id. workerd runs every
+ * isolate (the Worker, its Durable Objects, D1, Miniflare's entry Worker) and its I/O on one
+ * thread, so that thread's share of a core bounds what the process can answer.
+ */
+export function threadCpuMs(pid: number): Map<number, number> {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return new Map();
+  }
+  return new Map(tids.flatMap((tid) => {
+    const stat = readStat(Number(tid), `/proc/${pid}/task/${tid}/stat`);
+    return stat ? [[stat.pid, stat.cpuMs] as const] : [];
+  }));
 }
 
 /** CPU time (ms) used so far by the live members of a process group (npm -> wrangler -> workerd). */

@@ -33,6 +33,7 @@ const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "–"
 const signed = (value: number) => (Number.isFinite(value) ? `${value >= 0 ? "+" : ""}${value.toFixed(2)}` : "–");
 const rate = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : "–");
 const ratio = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "–");
+const share = (value: number) => (Number.isFinite(value) ? `${(value * 100).toFixed(0)} %` : "–");
 const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
 
 export function renderRun(report: BenchReport, command: string): string {
@@ -84,11 +85,13 @@ export function renderRun(report: BenchReport, command: string): string {
       `added = gateway − floor; ratio = gateway req/s ÷ floor req/s, the median over ${options.rounds} rounds in which floor and gateway alternate ` +
       "(req/s, latency and CPU are over every round's answers). CPU = CPU time per answer of the target's processes " +
       "(Miniflare: its workerd, which also runs D1, the Durable Objects and Miniflare's entry Worker; wrangler dev: npm, wrangler and workerd) " +
-      "and of the backend, floor / gateway, from /proc.",
+      "and of the backend, floor / gateway, from /proc. Busiest thread = the share of one core the busiest thread of the target's process used " +
+      "during the run (Miniflare only): workerd runs every isolate and its I/O on one thread, so a gateway whose thread is near 100 % answers " +
+      "at most 1 ÷ its CPU per answer, whatever the floor does.",
   );
   lines.push("");
-  lines.push("| Runtime | Endpoint | Conc. | Floor req/s | Gateway req/s | Ratio | Floor p50 | Gateway p50 | Added p50 | Floor p99 | Gateway p99 | Added p99 | Target CPU ms | Backend CPU ms | Requests |");
-  lines.push("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  lines.push("| Runtime | Endpoint | Conc. | Floor req/s | Gateway req/s | Ratio | Floor p50 | Gateway p50 | Added p50 | Floor p99 | Gateway p99 | Added p99 | Target CPU ms | Busiest thread | Backend CPU ms | Requests |");
+  lines.push("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
   for (const row of report.load) lines.push(loadLine(row));
   lines.push("");
 
@@ -143,7 +146,7 @@ function loadLine(row: LoadRow): string {
   return (
     `| ${row.mode} | ${row.endpoint} | ${row.connections} | ${rate(floor.rps)} | ${rate(gateway.rps)} | ${ratio(loadRatio(row))} | ` +
     `${ms(floor.p50)} | ${ms(gateway.p50)} | ${signed(gateway.p50 - floor.p50)} | ${ms(floor.p99)} | ${ms(gateway.p99)} | ${signed(gateway.p99 - floor.p99)} | ` +
-    `${ms(floor.targetCpuMs)} / ${ms(gateway.targetCpuMs)} | ${ms(floor.backendCpuMs)} / ${ms(gateway.backendCpuMs)} | ${requests} |`
+    `${ms(floor.targetCpuMs)} / ${ms(gateway.targetCpuMs)} | ${share(floor.busiestThread)} / ${share(gateway.busiestThread)} | ${ms(floor.backendCpuMs)} / ${ms(gateway.backendCpuMs)} | ${requests} |`
   );
 }
 
@@ -176,7 +179,12 @@ function targetLines(report: BenchReport): string[] {
       const added = row.gateway.ttftP50 - row.floor.ttftP50;
       lines.push(`| TTFT p50 within 1.5 ms of the floor's, ${row.endpoint} | ${label} | ${signed(added)} ms | ${added <= 1.5 ? "yes" : "no"} |`);
     }
-    if (busy) lines.push(`| CPU per answer at concurrency 10 (reported) | ${label} | ${ms(busy.gateway.targetCpuMs)} ms (floor ${ms(busy.floor.targetCpuMs)} ms) | - |`);
+    if (busy) {
+      lines.push(
+        `| CPU per answer at concurrency 10 (reported) | ${label} | ${ms(busy.gateway.targetCpuMs)} ms (floor ${ms(busy.floor.targetCpuMs)} ms); ` +
+          `busiest workerd thread ${share(busy.gateway.busiestThread)} of a core (floor ${share(busy.floor.busiestThread)}) | - |`,
+      );
+    }
   }
   return lines.length > 2 ? lines : ["Not measured in this run (needs Miniflare at concurrency 1 or 10)."];
 }

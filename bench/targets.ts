@@ -10,7 +10,7 @@ import { gzipSync } from "node:zlib";
 import { Miniflare, convertV4MiniflareOptions, type Json } from "miniflare";
 import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery } from "wrangler";
 import { freePort } from "../test/fakes/listen.ts";
-import { childPids, groupCpuMs, processCpuMs, startChild, track, untrack, waitForOk, waitForOutput, type Child } from "./processes.ts";
+import { childPids, groupCpuMs, processCpuMs, threadCpuMs, startChild, track, untrack, waitForOk, waitForOutput, type Child } from "./processes.ts";
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url).href);
 const WRANGLER = join(ROOT, "node_modules/wrangler/bin/wrangler.js");
@@ -35,6 +35,8 @@ export interface Target {
   url: string;
   /** CPU time (ms) its processes have used so far; NaN where /proc is not available. */
   cpuMs(): number;
+  /** CPU time (ms) of each thread of its one process so far, by thread id (Miniflare's workerd only). */
+  threadCpuMs?(): Map<number, number>;
   stop(): Promise<void>;
 }
 
@@ -182,6 +184,7 @@ export async function startMiniflare(
     url: "",
     mf,
     cpuMs: () => processCpuMs(workerd),
+    threadCpuMs: () => threadCpuMs(workerd),
     stop: async () => {
       untrack(target);
       if (stopped) return;

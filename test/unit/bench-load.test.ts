@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { combineLoads, type LoadResult } from "../../bench/load.ts";
 
-function run(latencies: number[], seconds: number, cpu: number, codes: Record<string, number> = { 200: latencies.length }): LoadResult {
+function run(latencies: number[], seconds: number, cpu: number, codes: Record<string, number> = { 200: latencies.length }, busiestThread = 0.5): LoadResult {
   const sorted = [...latencies].sort((a, b) => a - b);
   return {
     connections: 2,
@@ -20,6 +20,7 @@ function run(latencies: number[], seconds: number, cpu: number, codes: Record<st
     capped: false,
     targetCpuMs: cpu,
     backendCpuMs: cpu / 2,
+    busiestThread,
     latencies: sorted,
   };
 }
@@ -38,6 +39,12 @@ describe("combineLoads", () => {
     // Weighted by answers: (4 × 2 + 2 × 5) / 6.
     expect(combined.targetCpuMs).toBeCloseTo(3);
     expect(combined.backendCpuMs).toBeCloseTo(1.5);
+  });
+
+  it("takes the busiest thread's share over the rounds' time", () => {
+    const combined = combineLoads([run([1], 1, 1, undefined, 0.9), run([2], 3, 1, undefined, 0.5)]);
+    // Weighted by seconds: (1 × 0.9 + 3 × 0.5) / 4.
+    expect(combined.busiestThread).toBeCloseTo(0.6);
   });
 
   it("keeps every status code and a capped round", () => {
