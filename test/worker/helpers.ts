@@ -2,6 +2,7 @@
 // would, with the configuration document of the test (PARLEY_CONFIG) and the fakes of globalSetup.
 import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import OpenAI from "openai";
 import { afterEach, inject } from "vitest";
 import worker from "../../worker/index.ts";
 
@@ -78,6 +79,20 @@ export async function call(path: string, options: CallOptions = {}): Promise<Res
   const ctx = createExecutionContext();
   pending.push(ctx);
   return worker.fetch(request, config === undefined ? env : { ...env, PARLEY_CONFIG: config }, ctx);
+}
+
+/** The official openai client, its requests sent to the Worker through `call` (noop auth: as `user`). */
+export function openaiClient(options: { user?: string; config?: string; headers?: Record<string, string> } = {}): OpenAI {
+  return new OpenAI({
+    baseURL: "http://parley.test/v1",
+    apiKey: "unused-with-noop-auth",
+    maxRetries: 0,
+    defaultHeaders: options.headers,
+    fetch: (input, init) => {
+      const url = new URL(String(input instanceof Request ? input.url : input));
+      return call(`${url.pathname}${url.search}`, { ...(init as RequestInit), body: (init?.body ?? undefined) as BodyInit | undefined, user: options.user, config: options.config });
+    },
+  });
 }
 
 /** Sends a request and parses the JSON answer, returning status and body. */

@@ -64,10 +64,10 @@ describe("a provider with its own endpoint", () => {
     expect(scrub(`key ${KEY}`)).toBe("key [redacted]");
   });
 
-  it("reports a server refusing stream_options as the client's 422 unless stream_usage is off", async () => {
+  it("reports a server refusing stream_options as SPEC's 500 naming what it refused, unless stream_usage is off", async () => {
     const rt = await runtime({ inference: { providers: [ollama({ stream_usage: true })] } }, { OLLAMA_KEY: KEY });
     const failed = await answer(rt, "ollama/parley-small", true).catch((error: unknown) => backendError(error));
-    expect(failed).toMatchObject({ status: 422, cause: expect.stringContaining("stream_options") });
+    expect(failed).toMatchObject({ status: 500, cause: expect.stringContaining("stream_options") });
   });
 
   it("fails the configuration load naming the key when its secret is unset or a setting is wrong", async () => {

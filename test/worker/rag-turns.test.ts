@@ -1,9 +1,8 @@
 // Retrieval on the turn endpoints: inline context before the model call, file_search results from
 // the model's own searches, and how both reach clients (rag_chunks, referenced_documents, and
 // file_search_call items in the responses format).
-import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import { call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
+import { call, callJson, echoedRequest, openaiClient, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const inline = testConfig({
   byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
@@ -72,12 +71,7 @@ describe("inline retrieval", () => {
     expect(json.body.output.map((item) => item.type)).toEqual(["file_search_call", "message"]);
     expect(json.body.output[0]!.results![0]!.vector_store_id).toBe("docs");
 
-    const openai = new OpenAI({
-      baseURL: "http://parley.test/v1",
-      apiKey: "x",
-      maxRetries: 0,
-      fetch: (input, init) => call(new URL(String(input)).pathname, { ...(init as RequestInit), body: init?.body as BodyInit, user: "rhea", config: inline }),
-    });
+    const openai = openaiClient({ user: "rhea", config: inline });
     const added: Array<[number, string]> = [];
     const runner = openai.responses.stream({ input: "quota reset schedule" });
     runner.on("response.output_item.added", (event) => added.push([event.output_index, event.item.type]));

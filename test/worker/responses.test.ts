@@ -1,27 +1,11 @@
 // POST /v1/responses driven by the official openai package, pointed at the Worker.
 import OpenAI from "openai";
 import { describe, expect, inject, it } from "vitest";
-import { call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
+import { call, callJson, echoedRequest, openaiClient, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const mcpFake = inject("mcp");
 
-function client(options: { user?: string; config?: string; headers?: Record<string, string> } = {}): OpenAI {
-  return new OpenAI({
-    baseURL: "http://parley.test/v1",
-    apiKey: "unused-with-noop-auth",
-    maxRetries: 0,
-    defaultHeaders: options.headers,
-    fetch: (input, init) => {
-      const url = new URL(String(input instanceof Request ? input.url : input));
-      return call(`${url.pathname}${url.search}`, {
-        ...(init as RequestInit),
-        body: (init?.body ?? undefined) as BodyInit | undefined,
-        user: options.user ?? "olivia",
-        config: options.config,
-      });
-    },
-  });
-}
+const client = (options: { user?: string; config?: string; headers?: Record<string, string> } = {}) => openaiClient({ user: "olivia", ...options });
 
 type WithExtensions = { conversation: string; available_quotas: Record<string, number> };
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { inject } from "vitest";
-import { call, callJson, readSse, testConfig, wireMode } from "./helpers.ts";
+import { call, callJson, openaiClient, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const REFUSAL = "Refused by input-guard.";
 const config = testConfig({
@@ -62,13 +62,21 @@ describe("input shields", () => {
     const types = events.map((e) => e.event ?? e.data);
     expect(types).toEqual([
       "response.created",
+      "response.in_progress",
       "response.output_item.added",
+      "response.content_part.added",
       "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
       "response.output_item.done",
       "response.completed",
       "[DONE]",
     ]);
-    expect((events[4]!.data as { response: { status: string } }).response.status).toBe("blocked");
+    expect((events.at(-2)!.data as { response: { status: string } }).response.status).toBe("blocked");
+
+    // The official client's stream helper assembles it like any answer.
+    const final = await openaiClient({ user: "sheila", config }).responses.stream({ input: "#unsafe helper" }).finalResponse();
+    expect(final).toMatchObject({ status: "blocked", output_text: REFUSAL, usage: { total_tokens: 0 } });
   });
 
   it("keeps blocked turns in history but never as the latest response", async () => {
@@ -140,6 +148,17 @@ describe("output shields", () => {
     expect(res.body.response).toBe("[user_turns=1] You said: harmless");
     const responses = await callJson<{ status: string; output_text: string }>("/v1/responses", { json: { input: "repeat #unsafe" }, user: "sheila", config: outputOnly });
     expect(responses.body).toMatchObject({ status: "blocked", output_text: "Answer withheld." });
+  });
+
+  it("report the tokens the model used on every endpoint when they block its answer", async () => {
+    const query = await callJson<Query>("/v1/query", { json: { query: "count #unsafe tokens" }, user: "sheila", config: outputOnly });
+    expect(query.body.response).toBe("Answer withheld.");
+    expect(query.body.output_tokens).toBeGreaterThan(0);
+    const usage = { input_tokens: query.body.input_tokens, output_tokens: query.body.output_tokens };
+    const json = await callJson<{ status: string; usage: Record<string, number> }>("/v1/responses", { json: { input: "count #unsafe tokens" }, user: "sheila", config: outputOnly });
+    expect(json.body).toMatchObject({ status: "blocked", usage });
+    const streamed = await openaiClient({ user: "sheila", config: outputOnly }).responses.stream({ input: "count #unsafe tokens" }).finalResponse();
+    expect(streamed).toMatchObject({ status: "blocked", output_text: "Answer withheld.", usage });
   });
 });
 

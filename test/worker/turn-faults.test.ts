@@ -48,6 +48,35 @@ describe("a backend that stalls after its first deltas", () => {
   });
 });
 
+describe("a backend that refuses the call", () => {
+  // REFERENCE "Errors": connection failure 503, context length 413, 429 429, anything else 500.
+  it("answers SPEC's 500 for its 4xx and 5xx, 413 for context length and 429 for its rate limit, on every endpoint", async () => {
+    const expected: Array<[string, number, string]> = [
+      ["#status=400", 500, "Internal server error"],
+      ["#status=404", 500, "Internal server error"],
+      ["#status=422", 500, "Internal server error"],
+      ["#bad-key", 500, "Internal server error"],
+      ["#status=502", 500, "Internal server error"],
+      ["#context-too-long", 413, "Prompt is too long"],
+      ["#rate-limit", 429, "The model quota has been exceeded"],
+    ];
+    for (const [marker, status, response] of expected) {
+      const query = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { json: { query: `refused ${marker}` }, user: "refused" });
+      expect([marker, query.status, query.body.detail.response]).toEqual([marker, status, response]);
+      const responses = await callJson<{ detail: { response: string } }>("/v1/responses", { json: { input: `refused ${marker}` }, user: "refused" });
+      expect([marker, responses.status, responses.body.detail.response]).toEqual([marker, status, response]);
+      // Refused before anything was streamed: the status itself.
+      const stream = await callJson<{ detail: { response: string } }>("/v1/streaming_query", { json: { query: `refused ${marker}` }, user: "refused" });
+      expect([marker, stream.status, stream.body.detail.response]).toEqual([marker, status, response]);
+    }
+    // A 4xx's cause says what the backend rejected; a 5xx's leaves the backend's words out.
+    const rejected = await callJson<{ detail: { cause: string } }>("/v1/query", { json: { query: "refused #status=400" }, user: "refused" });
+    expect(rejected.body.detail.cause).toBe("the inference backend answered 400: scripted status 400");
+    const failed = await callJson<{ detail: { cause: string } }>("/v1/query", { json: { query: "refused #status=502" }, user: "refused" });
+    expect(failed.body.detail.cause).toBe("the inference backend answered 502");
+  });
+});
+
 describe("a backend whose answer is JSON of the wrong shape", () => {
   const CAUSE = /the inference backend's .* could not be read/;
   // In the chat wire mode, the scripted backend speaks Chat Completions (its chunks are checked then).

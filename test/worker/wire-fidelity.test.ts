@@ -2,24 +2,13 @@
 // through the Worker: model names of OpenAI-style backends, stored prompt versions, the models list
 // during an outage, the complete Responses object, how failures after a stream began end it, and
 // that a configured secret never reaches a client or a log line.
-import OpenAI from "openai";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { RESPONSE_KEYS } from "../../worker/routes/response-object.ts";
-import { call, callJson, echoedRequest, isModelCall, readSse, testConfig } from "./helpers.ts";
+import { call, callJson, echoedRequest, isModelCall, openaiClient, readSse, testConfig } from "./helpers.ts";
 
 type Json = Record<string, unknown>;
 
-function client(config: string, user = "wire"): OpenAI {
-  return new OpenAI({
-    baseURL: "http://parley.test/v1",
-    apiKey: "unused-with-noop-auth",
-    maxRetries: 0,
-    fetch: (input, init) => {
-      const url = new URL(String(input instanceof Request ? input.url : input));
-      return call(`${url.pathname}${url.search}`, { ...(init as RequestInit), body: (init?.body ?? undefined) as BodyInit | undefined, user, config });
-    },
-  });
-}
+const client = (config: string, user = "wire") => openaiClient({ config, user });
 
 /** The requests a scripted backend received, newest last. */
 async function backendRequests(baseUrl: string): Promise<Array<{ path: string; body: Json }>> {
@@ -164,7 +153,7 @@ describe("configured secrets", () => {
       vi.spyOn(console, method).mockImplementation((...parts: unknown[]) => void lines.push(parts.map(String).join(" ")));
     }
     const json = await call("/v1/query", { json: { query: "which key? #bad-key" }, config, user: "wire" });
-    expect(json.status).toBe(422);
+    expect(json.status).toBe(500);
     expect(await json.text()).not.toContain(key);
     const stream = await call("/v1/responses", { json: { input: "which key? #bad-key", stream: true }, config, user: "wire" });
     expect(await stream.text()).not.toContain(key);

@@ -9,6 +9,12 @@ export type Item = Record<string, unknown>;
 
 export type TurnStatus = "completed" | "incomplete" | "interrupted" | "blocked" | "failed";
 
+/** Tokens a model call used, as its backend reported them. */
+export interface TokenUsage {
+  input: number;
+  output: number;
+}
+
 export interface TurnSummary {
   /** The user's question text (as the conversation views show it). */
   user: string;

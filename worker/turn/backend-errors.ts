@@ -21,11 +21,11 @@ export function backendError(error: unknown, model?: string): ApiError {
     if (error.status === 429) return errors.modelQuotaExceeded(model ?? "unknown");
     // vLLM and llama.cpp's server say it only in words (a 400 without OpenAI's code).
     if (code === "context_length_exceeded" || error.status === 413 || (error.status === 400 && CONTEXT_LENGTH.test(error.message))) return errors.promptTooLong();
-    if (error.status === 404 && model) return errors.modelNotFound(model);
-    if (error.status === 400 || error.status === 422) {
-      return new ApiError(422, "Invalid attribute value", `the inference backend rejected the request: ${safeMessage(error)}`);
-    }
-    return errors.internal(`the inference backend answered ${error.status ?? "with an error"}`);
+    // Anything else is the gateway's failure to get an answer, not the client's: a backend that
+    // rejects what Parley sent it (a 400, a 404 for a model it listed) is 500 as well. A 4xx's
+    // message says what was rejected; a 5xx's may carry the backend's internals and is left out.
+    const status = error.status ?? "with an error";
+    return errors.internal(typeof error.status === "number" && error.status < 500 ? `the inference backend answered ${status}: ${safeMessage(error)}` : `the inference backend answered ${status}`);
   }
   // A connection that breaks while its body is read (workerd: "Network connection lost.") reaches
   // us as a plain Error from the body stream, not as the SDK's connection error.

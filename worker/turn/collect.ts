@@ -4,7 +4,7 @@
 // serves every kind of answer.
 import type { Response as BackendResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { ShieldConfig } from "../config/schema.ts";
-import type { TurnStatus } from "../domain/conversation.ts";
+import type { TokenUsage, TurnStatus } from "../domain/conversation.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
 import { backendError } from "./backend-errors.ts";
@@ -17,7 +17,7 @@ export interface Collected {
   deltas: number;
   error: ApiError | null;
   /** Tokens the model used, when the backend reported them (an output-blocked answer keeps its own). */
-  usage: { input: number; output: number } | null;
+  usage: TokenUsage | null;
 }
 
 /** An answer that failed before anything of it was read. */
@@ -83,7 +83,7 @@ export async function collect(
 export async function collectShielded(
   rt: Runtime,
   shields: ShieldConfig[],
-  blocked: (refusal: string) => AsyncIterable<ResponseStreamEvent>,
+  blocked: (refusal: string, usage: TokenUsage | null) => AsyncIterable<ResponseStreamEvent>,
   stream: AsyncIterable<ResponseStreamEvent>,
   signal: AbortSignal,
   forward: (event: ResponseStreamEvent) => Promise<void>,
@@ -104,13 +104,12 @@ export async function collectShielded(
     for (const event of held) await forward(event);
     return collected;
   }
-  const refusal = await collect(blocked(verdict.refusal), signal, forward);
-  return { ...refusal, usage: collected.usage };
+  return collect(blocked(verdict.refusal, collected.usage), signal, forward);
 }
 
 /** A refusal as the stream of an answer (see shields.ts blockedEvents). */
-export async function* blockedStream(refusal: string, model: string, instructions: string): AsyncIterable<ResponseStreamEvent> {
-  yield* blockedEvents(refusal, model, instructions);
+export async function* blockedStream(refusal: string, model: string, instructions: string, usage: TokenUsage | null): AsyncIterable<ResponseStreamEvent> {
+  yield* blockedEvents(refusal, model, instructions, usage);
 }
 
 /** The answer text of a backend response: its output messages' text parts. */

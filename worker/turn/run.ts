@@ -6,7 +6,7 @@
 // The phases know nothing of HTTP or storage; the stateless /v1/infer runs them too.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { ShieldConfig } from "../config/schema.ts";
-import { backendInput, type Item, type ModelInfo, type RagChunk, type ReferencedDocument, type StoredTurn, type TurnPlan, type TurnStatus } from "../domain/conversation.ts";
+import { backendInput, type Item, type ModelInfo, type RagChunk, type ReferencedDocument, type StoredTurn, type TokenUsage, type TurnPlan, type TurnStatus } from "../domain/conversation.ts";
 import type { TurnMcp } from "../domain/mcp.ts";
 import { MCP_DEFAULT_MAX_INFER_ITERS, MCP_DEFAULT_MAX_TOOL_CALLS } from "../mcp/defaults.ts";
 export { utf8Bytes } from "../domain/conversation.ts";
@@ -126,7 +126,7 @@ const NO_MCP: TurnMcp = { servers: [], maxInferIters: MCP_DEFAULT_MAX_INFER_ITER
 export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: PreparedTurn, history: Item[], call: CallRequestOptions, tools: AnswerTools): Promise<OpenAnswer> {
   const { signal } = call;
   const model = prepared.model.model;
-  if (prepared.verdict) return blockedStream(prepared.verdict.refusal, model.identifier, plan.instructions);
+  if (prepared.verdict) return blockedStream(prepared.verdict.refusal, model.identifier, plan.instructions, null);
   const input = [...history, ...withInlineContext(backendInput(plan.input), prepared.retrieval.context)];
   const params = { ...plan.params, model: model.identifier, instructions: plan.instructions, store: false };
   if (!plan.mcp && tools.resumed.length === 0) return startModelCall(rt, model, { ...params, input: input as never }, plan.streaming, call);
@@ -163,7 +163,7 @@ export function readAnswer(
   signal: AbortSignal,
   forward: (event: ResponseStreamEvent) => Promise<void>,
 ): Promise<Collected> {
-  const blocked = (refusal: string) => blockedStream(refusal, prepared.model.model.identifier, plan.instructions);
+  const blocked = (refusal: string, usage: TokenUsage | null) => blockedStream(refusal, prepared.model.model.identifier, plan.instructions, usage);
   return prepared.shields.output.length > 0 ? collectShielded(rt, prepared.shields.output, blocked, answer, signal, forward) : collect(answer, signal, forward);
 }
 

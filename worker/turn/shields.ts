@@ -2,15 +2,16 @@
 // OpenAI-compatible moderation endpoint, in order. An input shield checks the user's input before
 // the model call; an output shield checks the whole answer before it is released. The first flag
 // blocks the turn and its refusal becomes the answer.
+import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { ShieldConfig } from "../config/schema.ts";
 import { errors } from "../errors.ts";
 import { moderationFlagged } from "../backends/answer-shapes.ts";
+import { ChatEventTranslator } from "../backends/chat-events.ts";
 import { apiBackend, unservedApiError } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
-import type { Item } from "../domain/conversation.ts";
+import type { Item, TokenUsage } from "../domain/conversation.ts";
 import { backendError } from "./backend-errors.ts";
-import { randomHex } from "./conversation-id.ts";
 
 /** The refusal when a shield's configuration gives no message of its own. */
 export const DEFAULT_REFUSAL = "I cannot help with that request: it was flagged by the content safety policy.";
@@ -80,47 +81,25 @@ function decodeTextData(url: string): string {
 }
 
 /**
- * A blocked turn as the backend's stream would have shown an answer: created, the refusal message
- * item (added, its text, done) and completed with status `blocked`, with zero usage. Every
- * endpoint's adapter then renders a refusal the way it renders an answer.
+ * A blocked turn as the backend's stream would have shown an answer: the whole event sequence of
+ * one message holding the refusal (as the chat translator makes it for any text answer), completed
+ * with status `blocked`. `usage` is the model's when an output shield blocked its answer, none when
+ * the input was blocked before any model call. Every endpoint's adapter then renders a refusal the
+ * way it renders an answer.
  */
-export function blockedEvents(refusal: string, model: string, instructions: string): ResponseStreamEvent[] {
-  const responseId = `resp_${randomHex(24)}`;
-  const itemId = `msg_${randomHex(24)}`;
-  const now = Math.floor(Date.now() / 1000);
-  const message = {
-    type: "message" as const,
-    id: itemId,
-    status: "completed" as const,
-    role: "assistant" as const,
-    content: [{ type: "output_text" as const, text: refusal, annotations: [] }],
+export function blockedEvents(refusal: string, model: string, instructions: string, usage: TokenUsage | null): ResponseStreamEvent[] {
+  const input = usage?.input ?? 0;
+  const output = usage?.output ?? 0;
+  const answer = new ChatEventTranslator({ model, instructions }, input);
+  const chunk: ChatCompletionChunk = {
+    id: "",
+    object: "chat.completion.chunk",
+    created: 0,
+    model,
+    choices: [{ index: 0, delta: { content: refusal }, finish_reason: "stop", logprobs: null }],
+    usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
   };
-  const response = (status: string, output: unknown[]) =>
-    ({
-      id: responseId,
-      object: "response",
-      created_at: now,
-      completed_at: status === "in_progress" ? null : now,
-      status,
-      error: null,
-      incomplete_details: null,
-      instructions,
-      model,
-      output,
-      parallel_tool_calls: true,
-      temperature: null,
-      tool_choice: "auto",
-      tools: [],
-      top_p: null,
-      usage: { input_tokens: 0, output_tokens: 0, total_tokens: 0, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } },
-    }) as never;
-  let sequence = 0;
-  const next = <T extends object>(event: T) => ({ ...event, sequence_number: sequence++ }) as unknown as ResponseStreamEvent;
-  return [
-    next({ type: "response.created", response: response("in_progress", []) }),
-    next({ type: "response.output_item.added", output_index: 0, item: { ...message, status: "in_progress", content: [] } }),
-    next({ type: "response.output_text.delta", item_id: itemId, output_index: 0, content_index: 0, delta: refusal, logprobs: [] }),
-    next({ type: "response.output_item.done", output_index: 0, item: message }),
-    next({ type: "response.completed", response: response("blocked", [message]) }),
-  ];
+  const events = [...answer.start(), ...answer.chunk(chunk), ...answer.end()];
+  for (const event of events) if (event.type === "response.completed") (event.response as { status: string }).status = "blocked";
+  return events;
 }
