@@ -84,12 +84,24 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.ZodS
   }
 }
 
+const isMissing = (issue: z.core.$ZodIssue) => issue.code === "invalid_type" && issue.input === undefined;
+
+/**
+ * The fields whose absence alone made `issue`: its own path, or, for a union, those of the branch
+ * that failed only for missing fields inside the value (the branch its shape selected: the others
+ * fail on the value itself). Null when something was there and wrong.
+ */
+function missingFields(issue: z.core.$ZodIssue): string[] | null {
+  if (isMissing(issue)) return [issue.path.join(".")];
+  if (issue.code !== "invalid_union") return null;
+  const branch = issue.errors.find((issues) => issues.length > 0 && issues.every((inner) => inner.path.length > 0 && isMissing(inner)));
+  return branch ? branch.map((inner) => [...issue.path, ...inner.path].join(".")) : null;
+}
+
 /** Maps zod issues onto REFERENCE's three 422 responses, naming the fields involved. */
 export function validationError(error: z.ZodError): ApiError {
-  const missing = error.issues.filter((issue) => issue.code === "invalid_type" && issue.input === undefined);
-  if (missing.length === error.issues.length) {
-    return errors.missingAttributes(missing.map((issue) => issue.path.join(".")).join(", "));
-  }
+  const missing = error.issues.map(missingFields);
+  if (missing.every((fields) => fields !== null)) return errors.missingAttributes(missing.flat().join(", "));
   if (error.issues.length === 1 && error.issues[0]!.code === "invalid_type" && error.issues[0]!.path.length === 0) {
     return errors.invalidFormat("request body must be a JSON object");
   }

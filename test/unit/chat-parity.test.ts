@@ -232,7 +232,7 @@ describe("a chat-only server", () => {
   it("needs stream_usage false when the server refuses stream_options", async () => {
     const error = await ask("chat", { input: "hi" }, true, chat({ stream_usage: true })).catch((failed: unknown) => backendError(failed));
     expect(error).toBeInstanceOf(ApiError);
-    expect((error as ApiError).status).toBe(422);
+    expect((error as ApiError).status).toBe(500);
     expect((error as ApiError).cause).toContain("stream_options");
   });
 

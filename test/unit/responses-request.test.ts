@@ -198,6 +198,7 @@ describe("input", () => {
     it("mcp_approval_response needs approval_request_id and a boolean approve", () => {
       accepted(withItem({ type: "mcp_approval_response", approval_request_id: "a1", approve: true, reason: "fine" }));
       expectRejected(withItem({ type: "mcp_approval_response", approval_request_id: "a1", approve: "yes" }), "approve");
+      expect(rejected(withItem({ type: "mcp_approval_response", approve: true })).response).toBe("Missing required attributes");
     });
   });
 });
@@ -372,6 +373,10 @@ describe("tool_choice", () => {
     expectRejected(withInput({ tool_choice: { type: "mcp" } }), "tool_choice", "server_label");
     expectRejected(withInput({ tool_choice: { type: "custom" } }), "tool_choice", "name");
     expectRejected(withInput({ tool_choice: { type: "allowed_tools", mode: "any", tools: [] } }), "tool_choice", "mode");
+    // A field that is only missing is named as such, inside the union as anywhere else; one that is wrong is not.
+    expect(rejected(withInput({ tool_choice: { type: "function" } }))).toMatchObject({ response: "Missing required attributes", cause: "tool_choice.name" });
+    expect(rejected(withInput({ tool_choice: { type: "mcp" } }))).toMatchObject({ response: "Missing required attributes", cause: "tool_choice.server_label" });
+    expect(rejected(withInput({ tool_choice: { type: "function", name: 3 } })).response).toBe("Invalid attribute value");
     expectRejected(withInput({ tool_choice: { type: "allowed_tools", mode: "auto", tools: [{ name: "f" }] } }), "tool_choice", "type");
   });
 });
