@@ -36,13 +36,15 @@ type Skippable = "health_probes" | "metrics";
 /**
  * Authenticates the request with the configured module and requires that the user's roles grant
  * `action` (null: authentication only, as /authorized). Probes and metrics skip both when the
- * configuration says so.
+ * configuration says so and the request carries no credential (UPSTREAM: a wrong one is refused).
  */
 export function guard(action: Action | null, skippable?: Skippable): MiddlewareHandler<AppEnv> {
   return async function guard(c, next) {
     const { config, authenticate } = c.get("rt");
     const settings = config.authentication;
-    if ((skippable === "health_probes" && settings.skip_for_health_probes) || (skippable === "metrics" && settings.skip_for_metrics)) {
+    const skips = (skippable === "health_probes" && settings.skip_for_health_probes) || (skippable === "metrics" && settings.skip_for_metrics);
+    // Only a request without a credential skips: one that carries a credential has it checked.
+    if (skips && !c.req.header(settings.module === "rh-identity" ? "x-rh-identity" : "authorization")) {
       c.set("auth", { userId: "", username: "", roles: [], skipUserIdCheck: true, token: null });
       return next();
     }

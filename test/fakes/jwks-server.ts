@@ -5,8 +5,9 @@ import { createServer, type ServerResponse } from "node:http";
 import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from "jose";
 import { listenOn } from "./listen.ts";
 
-// "rotating" serves both keys without kids, as a provider does mid-rotation.
-export type JwksMode = "ok" | "invalid-json" | "500" | "not-a-key-set" | "rotating";
+// "rotating" serves both keys without kids, as a provider does mid-rotation; "malformed-key" serves
+// the good key's kid with a modulus no RSA key can have.
+export type JwksMode = "ok" | "invalid-json" | "500" | "not-a-key-set" | "rotating" | "malformed-key";
 
 export interface SignOptions {
   /** jose duration ("1h", "-5m", "2 hours ago") or absolute expiry in epoch seconds. Default "1h". */
@@ -46,13 +47,16 @@ export async function startJwksServer(): Promise<JwksServer> {
   };
   const server = createServer((req, res) => {
     const path = new URL(req.url ?? "/", "http://localhost").pathname;
-    if (req.method !== "GET" || path !== "/jwks.json") return answer(res, 404, '{"error":"not found"}');
+    // /malformed-jwks.json: always the "malformed-key" set (for tests that cannot switch modes).
+    if (req.method !== "GET" || (path !== "/jwks.json" && path !== "/malformed-jwks.json")) return answer(res, 404, '{"error":"not found"}');
     served++;
-    switch (mode) {
+    switch (path === "/malformed-jwks.json" ? "malformed-key" : mode) {
       case "ok":
         return answer(res, 200, JSON.stringify({ keys: [{ ...goodJwk, kid: GOOD_KID }] }));
       case "rotating":
         return answer(res, 200, JSON.stringify({ keys: [goodJwk, otherJwk] }));
+      case "malformed-key":
+        return answer(res, 200, JSON.stringify({ keys: [{ ...goodJwk, kid: GOOD_KID, n: "xyz" }] }));
       case "invalid-json":
         return answer(res, 200, "{ this is not json");
       case "not-a-key-set":

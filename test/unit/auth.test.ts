@@ -203,6 +203,25 @@ describe("jwk-token", () => {
     }
   });
 
+  it("reports a key it cannot use as malformed keys, and takes the mended set 30 s later", async () => {
+    const auth = jwkAuth(freshUrl());
+    const token = await jwks.sign(CLAIMS);
+    jwks.setBroken("malformed-key");
+    try {
+      await expect401(auth(bearer(token)), "Authentication keys are malformed");
+    } finally {
+      jwks.setBroken("ok");
+    }
+    // Still the cached set within the refetch interval; fetched again after it.
+    await expect401(auth(bearer(token)), "Authentication keys are malformed");
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 31_000 });
+    try {
+      expect((await auth(bearer(token))).userId).toBe("u-42");
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("fetches the key set once per URL, shared by authenticators", async () => {
     const url = freshUrl();
     const before = jwks.requests();

@@ -77,9 +77,21 @@ describe("jwk-token", () => {
     expect((await callJson("/v1/models", { config: jwk(), token: tokens.admin })).status).toBe(200);
   });
 
+  it("reports a key the key server published but workerd cannot import as malformed keys, not a 500", async () => {
+    const config = testConfig({
+      authentication: { module: "jwk-token", jwk_config: { url: inject("jwksUrl").replace("/jwks.json", "/malformed-jwks.json") } },
+    });
+    for (const path of ["/authorized", "/v1/query"]) {
+      expect(await callJson(path, { method: "POST", config, token: tokens.good, json: { query: "q" } })).toEqual(unauthorized("Authentication keys are malformed"));
+    }
+  });
+
   it("lets probes skip authentication only when configured", async () => {
     expect((await callJson("/liveness", { config: jwk() })).status).toBe(401);
     expect(await callJson("/liveness", { config: jwk({ skip_for_health_probes: true }) })).toEqual({ status: 200, body: { alive: true } });
+    // Skipping is for probes that send no credential: one that sends a wrong one is refused (UPSTREAM §8).
+    expect((await callJson("/liveness", { config: jwk({ skip_for_health_probes: true }), token: "not-a-jwt" })).status).toBe(401);
+    expect((await callJson("/readiness", { config: jwk({ skip_for_health_probes: true }), token: tokens.admin })).status).not.toBe(401);
   });
 });
 

@@ -114,6 +114,8 @@ describe("metrics authentication", () => {
     expect((await call("/metrics", { config: locked(false) })).status).toBe(401);
     expect((await call("/metrics", { config: locked(false), token: "parley-metrics-key-2" })).status).toBe(200);
     expect((await call("/metrics", { config: locked(true) })).status).toBe(200);
+    expect((await call("/metrics", { config: locked(true), token: "wrong" })).status).toBe(401);
+    expect((await call("/metrics", { config: locked(true), token: "parley-metrics-key-2" })).status).toBe(200);
   });
 });
 

@@ -23,6 +23,7 @@ const KEY_SERVER_TIMEOUT_MS = 5_000;
 const keySets = new Map<string, { jwks: JSONWebKeySet; fetchedAt: number }>();
 
 const keyServerFailed = () => errors.unauthorized("Authentication key server returned invalid data");
+const MALFORMED_KEYS = "Authentication keys are malformed";
 
 async function fetchKeySet(url: string): Promise<{ jwks: JSONWebKeySet; fetchedAt: number }> {
   let jwks: unknown;
@@ -81,9 +82,17 @@ async function verify(token: string, keySet: JWTVerifyGetKey, requireExp: boolea
   }
 }
 
-/** The SPEC 401 cause for a jose failure; anything unexpected is rethrown (a 500 is honest then). */
+/**
+ * The SPEC 401 cause for a jose failure. What is not the token's failure is the key's: a key the set
+ * lists that cannot be imported (workerd refuses a modulus of the wrong length), is too weak for its
+ * algorithm (jose's TypeError) or is private is 401 "Authentication keys are malformed" (UPSTREAM).
+ */
 function tokenError(error: unknown): unknown {
   if (error instanceof ApiError) return error;
+  if (!(error instanceof joseErrors.JOSEError) || error instanceof joseErrors.JWKSInvalid) {
+    log.warn(`a key of the key set is unusable: ${error instanceof Error ? error.message : String(error)}`);
+    return errors.unauthorized(MALFORMED_KEYS);
+  }
   if (error instanceof joseErrors.JWTExpired) return errors.unauthorized("Token has expired");
   if (error instanceof joseErrors.JWKSNoMatchingKey) return errors.unauthorized("Token signed by unknown key");
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return errors.unauthorized("Invalid token signature");
@@ -98,6 +107,21 @@ function tokenError(error: unknown): unknown {
   // Not three base64url parts, header or payload not JSON objects, ...
   if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) return errors.unauthorized("Token is malformed");
   return error;
+}
+
+/**
+ * Verifies against the key set of `url`. A set whose key failed is fetched again once (a key
+ * server that published a broken key and has mended it), at most every 30 seconds.
+ */
+async function verifyWithKeysOf(url: string, token: string, keySet: JWTVerifyGetKey, requireExp: boolean): Promise<JWTPayload> {
+  try {
+    return await verify(token, keySet, requireExp);
+  } catch (error) {
+    const fetchedAt = keySets.get(url)?.fetchedAt ?? 0;
+    if (!(error instanceof ApiError && error.cause === MALFORMED_KEYS) || Date.now() - fetchedAt < UNKNOWN_KID_REFETCH_MS) throw error;
+    keySets.delete(url);
+    return verify(token, keySet, requireExp);
+  }
 }
 
 function claim(payload: JWTPayload, name: string): string {
@@ -123,7 +147,7 @@ export function jwkTokenAuthenticator(settings: AuthenticationConfig): Authentic
   const keySet = keySetFor(url);
   return async function jwkToken(request) {
     const token = bearerToken(request);
-    const payload = await verify(token, keySet, jwt.require_exp);
+    const payload = await verifyWithKeysOf(url, token, keySet, jwt.require_exp);
     return {
       userId: claim(payload, jwt.user_id_claim),
       username: claim(payload, jwt.username_claim),
