@@ -181,6 +181,18 @@ describe("credentials of the turn's servers", () => {
     }
     // no_tools turns use no MCP server: nothing to probe.
     expect((await ask({ query: "x", no_tools: true }, { config: oauth })).status).toBe(200);
+    // /v1/infer and A2A are not probed (UPSTREAM): their clients run no OAuth flow, so the server
+    // is only left out of the turn.
+    const infer = await callJson<{ data: { text: string } }>("/v1/infer", { user: "olivia", config: oauth, json: { question: "plain" } });
+    expect(infer.status).toBe(200);
+    expect(infer.body.data.text).toContain("You said: plain");
+    const a2a = await callJson<{ result: { kind: string } }>("/a2a", {
+      user: "olivia",
+      config: oauth,
+      json: { jsonrpc: "2.0", id: "1", method: "message/send", params: { message: { kind: "message", messageId: "m-oauth", role: "user", parts: [{ kind: "text", text: "plain" }] } } },
+    });
+    expect(a2a.status).toBe(200);
+    expect(a2a.body.result).toMatchObject({ kind: "task", status: { state: "completed" } });
   });
 
   it("a credential the deployment holds (${env.NAME}) reaches the server", async () => {

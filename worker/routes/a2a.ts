@@ -65,7 +65,7 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
     rt: c.get("rt"),
     auth: c.get("auth"),
     store: c.get("store"),
-    plan: planContext(c),
+    plan: planContext(c, { probeMcpAuth: false }),
     requestUrl: c.req.url,
     waitUntil: (promise) => c.executionCtx.waitUntil(promise),
   });

@@ -78,7 +78,7 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
 
   let result: StatelessResult;
   try {
-    const context = planContext(c);
+    const context = planContext(c, { probeMcpAuth: false });
     const tools = await serverTools(context, null);
     const plan = planTurn(context, {
       endpoint: "/v1/infer",

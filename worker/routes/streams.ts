@@ -42,8 +42,13 @@ export function turnBodyLimit(): MiddlewareHandler<AppEnv> {
   };
 }
 
-/** Who plans a turn for this request, with which permissions. */
-export function planContext(c: Context<AppEnv>): PlanContext {
+/**
+ * Who plans a turn for this request, with which permissions. Before a turn uses the server's MCP
+ * tools, the caller's credentials for them are probed (a 401 that a client can answer with an OAuth
+ * flow), on the endpoints UPSTREAM probes on; `probeMcpAuth: false` (/v1/infer, A2A, whose clients
+ * run no such flow) leaves a server without credentials out of the turn instead.
+ */
+export function planContext(c: Context<AppEnv>, options: { probeMcpAuth: boolean } = { probeMcpAuth: true }): PlanContext {
   let mcpServers: Promise<RequestMcpServers> | null = null;
   return {
     env: c.env,
@@ -51,11 +56,10 @@ export function planContext(c: Context<AppEnv>): PlanContext {
     auth: c.get("auth"),
     mayOverrideModel: userMay(c, ACTIONS.modelOverride),
     mayUseOthers: userMayActOnOthers(c, "continue"),
-    // Before a turn uses the server's MCP tools, the caller's credentials for them are probed (a 401 otherwise).
     mcpServers: () =>
       (mcpServers ??= (async () => {
         const servers = await serversOfRequest(c);
-        await probeMcpAuth(servers.probes);
+        if (options.probeMcpAuth) await probeMcpAuth(servers.probes);
         return servers;
       })()),
   };
