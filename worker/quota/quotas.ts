@@ -5,8 +5,11 @@
 // record store lets the cron scheduler find the counters whose period has elapsed.
 //
 // Bound (README "Token quotas"): a turn is admitted only when what is left (beyond other turns'
-// reservations) covers its estimated input, so consumption exceeds a limit by at most one answer's
-// output tokens, as long as the estimate is not below the input's real count.
+// reservations) covers its estimated input, and it reserves that input plus an allowance for its
+// answer. Turns that stay within their reservations never overdraw a limit together; a turn that
+// uses more (a longer answer, the further model calls of a tool loop) overdraws it by at most the
+// difference, so a limit is exceeded by at most what the turns running at once used beyond their
+// reservations (one turn's excess when they run one after another).
 import type { Config, QuotaLimiterConfig } from "../config/schema.ts";
 import { quotaSubject } from "../domain/quota-periods.ts";
 import { errors, type ApiError } from "../errors.ts";
