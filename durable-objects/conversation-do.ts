@@ -121,6 +121,9 @@ type ApprovalRow = {
  * call (32 MiB, at most 2 bytes a unit) with the last turn's answer on top, and the object holds
  * them all in memory. A turn that would take it beyond is refused before its model call.
  */
+/** The abort reason of the turns running when their conversation is deleted. */
+export const CONVERSATION_DELETED = "the conversation was deleted";
+
 export const MAX_STORED_UNITS = 10 * 1024 * 1024;
 
 /**
@@ -795,7 +798,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
    * regardless (quota settlement, token history, transcripts) stays and is still delivered.
    */
   protected async erase(): Promise<void> {
-    for (const turn of this.active.values()) turn.abort.abort("the conversation was deleted");
+    for (const turn of this.active.values()) turn.abort.abort(CONVERSATION_DELETED);
     this.cachedOwner = null;
     this.unsaved = null;
     await this.flushing;

@@ -200,7 +200,10 @@ describe("interrupting and abandoning streams", () => {
     const events = eventReader(response);
     expect((await events.next())!.event).toBe("start");
     expect((await callJson<{ deleted: boolean }>(`/v1/conversations/${id}`, { method: "DELETE", user: "judy" })).body.deleted).toBe(true);
-    while (await events.next());
+    let last: { event: string; data: Record<string, unknown> } | undefined;
+    for (let event = await events.next(); event; event = await events.next()) last = event;
+    // The stream says why it stopped instead of ending as if its cut answer were whole.
+    expect(last).toMatchObject({ event: "error", data: { status_code: 404, response: "Conversation not found" } });
     await settle();
     expect((await callJson(`/v1/conversations/${id}`, { user: "judy" })).status).toBe(404);
     expect((await callJson<{ conversations: unknown[] }>("/v1/conversations", { user: "judy" })).body.conversations).toEqual([]);

@@ -4,7 +4,7 @@
 // arrive. Whatever a client can do right after an answer (continue, read the conversation,
 // interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import { ConversationDurableObject, MAX_STORED_UNITS, MAX_WAITING_TURNS, MAX_WAITING_UNITS, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
+import { CONVERSATION_DELETED, ConversationDurableObject, MAX_STORED_UNITS, MAX_WAITING_TURNS, MAX_WAITING_UNITS, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
 import { shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
 import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
 import { ApiError, errors } from "../errors.ts";
@@ -323,10 +323,14 @@ export class ConversationDO extends ConversationDurableObject {
 
     /** What the turn records, and what it reports. Throws when the turn could not be recorded. */
     const record = (collected: Collected): TurnResult => {
+      // A turn stopped by its conversation's deletion fails as the conversation not found: its
+      // client is not shown the cut answer as one that ended normally (the model call did not fail).
+      const deleted = collected.status === null && abort.signal.reason === CONVERSATION_DELETED;
+      if (deleted) collected = { ...collected, status: "failed", error: errors.notFound("Conversation", plan.conversationId) };
       const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
       const outcome = turnOutcome(rt, plan, ready, status, collected, head.responseId, inputBytes);
       const tokens = outcome.tokens.input + outcome.tokens.output;
-      if (!ready.verdict) recordCall(status !== "failed", outcome.tokens);
+      if (!ready.verdict) recordCall(status !== "failed" || deleted, outcome.tokens);
       const entries = settled(tokens);
       if (rt.config.quota_handlers.enable_token_history && tokens > 0) {
         entries.push({ kind: "tokens", payload: { turnKey: requestId, userId, provider: outcome.turn.provider, model: outcome.turn.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output } });
