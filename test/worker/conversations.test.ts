@@ -1,6 +1,6 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { call, callJson, eventually, readSse, settle } from "./helpers.ts";
 
 type Detail = { conversation_id: string; chat_history: Array<{ messages: Array<{ content: string; type: string }>; status: string; model: string; provider: string }> };
@@ -231,6 +231,42 @@ describe("interrupting and abandoning streams", () => {
     expect(detail.body.chat_history[0]!.status).toBe("incomplete");
     const next = await callJson<{ response: string }>("/v1/query", { json: { query: "still there?", conversation_id: id }, user: "grace" });
     expect(next.body.response).toBe("[user_turns=2] You said: still there?");
+  });
+
+  it("a client that disconnects while the backend is silent frees the conversation at once", async () => {
+    // The request's signal aborts when its client goes (enable_request_signal): the stream ends
+    // although nothing is written that could fail, instead of waiting out the backend's 150 s stall.
+    const client = new AbortController();
+    const response = await call("/v1/streaming_query", { json: { query: "one two three four #stall" }, user: "grace", signal: client.signal });
+    const events = eventReader(response);
+    const start = (await events.next())!;
+    await events.next();
+    client.abort();
+    const id = start.data.conversation_id as string;
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after the stall", conversation_id: id }, user: "grace" });
+    expect(next.body.response).toBe("[user_turns=2] You said: after the stall");
+    const detail = await callJson<Detail>(`/v1/conversations/${id}`, { user: "grace" });
+    expect(detail.body.chat_history.map((turn) => turn.status)).toEqual(["incomplete", "completed"]);
+  });
+
+  it("a question whose client disconnects while it waits for its conversation never reaches the model", async () => {
+    const holder = await call("/v1/streaming_query", { json: { query: "holding #stall" }, user: "grace" });
+    const events = eventReader(holder);
+    const start = (await events.next())!;
+    const id = start.data.conversation_id as string;
+    const marker = crypto.randomUUID();
+    const client = new AbortController();
+    const waiting = callJson("/v1/query", { json: { query: `left behind ${marker}`, conversation_id: id }, user: "grace", signal: client.signal });
+    // Give it time to reach the conversation and queue behind the holder.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    client.abort();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: start.data.request_id }, user: "grace" })).status).toBe(200);
+    expect((await waiting).status).toBe(500);
+    const requests = (await (await fetch(`${inject("backendUrl").replace(/\/v1$/, "")}/__requests`)).json()) as Array<{ body: unknown }>;
+    expect(requests.filter((request) => JSON.stringify(request.body ?? "").includes(marker))).toEqual([]);
+    const detail = await callJson<Detail>(`/v1/conversations/${id}`, { user: "grace" });
+    expect(detail.body.chat_history.map((turn) => turn.status)).toEqual(["interrupted"]);
   });
 
   it("a client that disconnects from a streamed response leaves the turn recorded as incomplete too", async () => {

@@ -16,7 +16,7 @@ import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
 import { conversationStub, finished, fromWire, passedOn, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
-import { planContext, sse, textStream, turnBodyLimit } from "./streams.ts";
+import { planContext, sse, textStream, turnBodyLimit, turnClient } from "./streams.ts";
 
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
 
@@ -50,7 +50,7 @@ export const query = new Hono<AppEnv>();
 // SPEC's paths, the conversations guide's /v2 ones and the data collection guide's unversioned ones.
 for (const prefix of ["/v1", "/v2", ""]) {
   query.post(`${prefix}/query`, guard(ACTIONS.query), turnBodyLimit(), async (c) => {
-    const turn = await startTurn(c.env, await planQueryTurn(c, await readJson(c, QueryRequestSchema), false));
+    const turn = await startTurn(c.env, await planQueryTurn(c, await readJson(c, QueryRequestSchema), false), turnClient(c));
     const result = await finished(turn);
     if (result.status === "failed") throw result.error ? fromWire(result.error) : errors.internal();
     return c.json(queryResponse(turn.head.conversationId, result));
@@ -60,7 +60,7 @@ for (const prefix of ["/v1", "/v2", ""]) {
   // bytes pass through here as they are.
   query.post(`${prefix}/streaming_query`, guard(ACTIONS.streamingQuery), turnBodyLimit(), async (c) => {
     const body = await readJson(c, QueryRequestSchema);
-    const turn = await startTurn(c.env, await planQueryTurn(c, body, true));
+    const turn = await startTurn(c.env, await planQueryTurn(c, body, true), turnClient(c));
     const presentation = presentationOf(body);
     const stream = passedOn(turn, presentation);
     return presentation === "query-text" ? textStream(stream) : sse(stream);

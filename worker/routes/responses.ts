@@ -23,7 +23,7 @@ import type { TextSink, TurnPresenter } from "../turn/presenting.ts";
 import { finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 import { responseError, responseObject, shownTool, type ResponseObject, type ShownFields } from "./response-object.ts";
-import { planContext, sendTelemetry, sse, turnBodyLimit } from "./streams.ts";
+import { planContext, sendTelemetry, sse, turnBodyLimit, turnClient } from "./streams.ts";
 
 export const responses = new Hono<AppEnv>();
 
@@ -110,6 +110,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), turnBodyLimit(), async
       streaming: body.stream,
       transcript: body.store,
     }),
+    turnClient(c),
   ).catch((error: unknown) => {
     report({ kind: "error", error });
     throw error;

@@ -11,6 +11,7 @@ import { sendSplunkEvent, type SplunkEvent } from "../data/splunk.ts";
 import { probeMcpAuth } from "../mcp/oauth-probe.ts";
 import type { RequestMcpServers } from "../mcp/servers.ts";
 import type { PlanContext } from "../turn/plan.ts";
+import type { TurnClient } from "../turn/turn-client.ts";
 import { serversOfRequest } from "./mcp.ts";
 
 /**
@@ -63,6 +64,11 @@ export function planContext(c: Context<AppEnv>, options: { probeMcpAuth: boolean
         return servers;
       })()),
   };
+}
+
+/** The client of a turn's request (see startTurn): its disconnect reaches the turn. */
+export function turnClient(c: Context<AppEnv>): TurnClient {
+  return { signal: c.req.raw.signal, waitUntil: (promise) => c.executionCtx.waitUntil(promise) };
 }
 
 /** A Splunk event, sent after the answer when splunk is enabled (never on the client's wait path). */

@@ -111,9 +111,15 @@ function eventChannel(presenter: TurnPresenter, gone: () => void, stopped: Abort
   };
 }
 
+/** The abort reason of a stream whose reader went away, or whose client disconnected. */
+const CLIENT_GONE = "client disconnected";
+
 export class ConversationDO extends ConversationDurableObject {
   /** The configuration of the latest turn, which the outbox delivers with (the Worker's own after a restart). */
   private configText: string | null = null;
+  /** Turns waiting for their conversation (request id → user), and those whose clients left meanwhile. */
+  private readonly waitingTurns = new Map<string, string>();
+  private readonly leftWhileWaiting = new Set<string>();
 
   /** Runs a turn (see TurnStart): the one call the Worker makes for it. */
   async runTurn(plan: TurnPlan): Promise<TurnStart> {
@@ -132,6 +138,17 @@ export class ConversationDO extends ConversationDurableObject {
   /** Whether the conversation exists and is the caller's. */
   async checkAccess(userId: string): Promise<ConversationAccess> {
     return this.access(userId);
+  }
+
+  /**
+   * The client of a turn has gone (the Worker saw its request aborted): a turn still waiting for the
+   * conversation never starts, a running stream ends as if its reader had gone (incomplete). A JSON
+   * turn already running goes on: its answer is recorded for the conversation.
+   */
+  async clientGone(requestId: string, userId: string): Promise<void> {
+    if (this.waitingTurns.get(requestId) === userId) this.leftWhileWaiting.add(requestId);
+    const running = this.running.get(requestId);
+    if (running?.userId === userId) running.clientGone?.();
   }
 
   /** Stops a running turn of this conversation; whether it was running here and the caller's. */
@@ -173,12 +190,16 @@ export class ConversationDO extends ConversationDurableObject {
     }
 
     // What it holds while it waits: its question, twice (its items and its text).
+    this.waitingTurns.set(plan.requestId, userId);
     const releaseOnce = await this.takeTurn(() => JSON.stringify(plan.input).length + plan.userText.length + plan.instructions.length);
+    this.waitingTurns.delete(plan.requestId);
     if (!releaseOnce) {
       if (access === "not_found") this.forgetCreation();
       return refuse(errors.conversationBusy(plan.conversationId, MAX_WAITING_TURNS, MAX_WAITING_UNITS));
     }
     try {
+      // Its client left while it waited: nothing is asked of the model, nothing recorded.
+      if (this.leftWhileWaiting.delete(plan.requestId)) return refuse(errors.internal("the client disconnected before the turn began"));
       // Deleted while this turn waited for its slot.
       if (this.owner() === null) return refuse(errors.notFound("Conversation", plan.conversationId));
       if (plan.previousResponseId) {
@@ -199,7 +220,8 @@ export class ConversationDO extends ConversationDurableObject {
     }
   }
 
-  private readonly running = new Set<string>();
+  /** Turns started here and not yet ended; a stream's ends when its client goes (clientGone). */
+  private readonly running = new Map<string, { userId: string; clientGone: (() => void) | null }>();
 
   /**
    * previous_response_id naming this conversation's latest answer continues it; naming an older one
@@ -283,7 +305,7 @@ export class ConversationDO extends ConversationDurableObject {
       },
       abort,
     );
-    this.running.add(requestId);
+    this.running.set(requestId, { userId, clientGone: plan.streaming ? () => abort.abort(CLIENT_GONE) : null });
     const legacyStream = plan.endpoint === "/v1/streaming_query" && conversationOfRequest(requestId) === null;
     let prepared: PreparedTurn | null = null;
     let answer: OpenAnswer;
@@ -412,7 +434,7 @@ export class ConversationDO extends ConversationDurableObject {
       // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
       // call; the turn is then incomplete.
       const presenter = plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES;
-      const lines = eventChannel(presenter, () => abort.abort("client disconnected"), abort.signal);
+      const lines = eventChannel(presenter, () => abort.abort(CLIENT_GONE), abort.signal);
       const shown = shownEvents(plan.endpoint);
       void (async () => {
         try {

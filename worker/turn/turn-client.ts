@@ -7,7 +7,7 @@ import { presenting, streamPresenter, type TurnPresenter } from "./presenting.ts
 import type { ConversationDO } from "./conversation-runner.ts";
 
 /** The RPC surface of a conversation's Durable Object as the Worker uses it. */
-export type ConversationApi = Pick<ConversationDO, "runTurn" | "checkAccess" | "interrupt" | "describe" | "setTopicSummary" | "destroy">;
+export type ConversationApi = Pick<ConversationDO, "runTurn" | "clientGone" | "checkAccess" | "interrupt" | "describe" | "setTopicSummary" | "destroy">;
 
 /**
  * The stub of one conversation. Workers' RPC stub types map every field through a serializability
@@ -37,17 +37,34 @@ export interface StartedTurn {
 }
 
 /**
- * Runs a turn in its conversation's Durable Object. Resolves once it has started (the backend
- * accepted it), so failures before any output are ApiErrors the endpoint answers with.
+ * The request a turn answers, as far as the turn cares: its signal aborts when the client
+ * disconnects (compatibility flag enable_request_signal), and work may outlive the response.
  */
-export async function startTurn(env: Env, plan: TurnPlan): Promise<StartedTurn> {
+export interface TurnClient {
+  signal: AbortSignal;
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+/**
+ * Runs a turn in its conversation's Durable Object. Resolves once it has started (the backend
+ * accepted it), so failures before any output are ApiErrors the endpoint answers with. With
+ * `client`, the object hears when that client disconnects (see ConversationDO.clientGone): a turn
+ * still waiting for its conversation never starts, a stream ends even while its backend is silent.
+ */
+export async function startTurn(env: Env, plan: TurnPlan, client?: TurnClient): Promise<StartedTurn> {
+  const stub = conversationStub(env, plan.conversationId);
+  const gone = () => client!.waitUntil(stub.clientGone(plan.requestId, plan.auth.userId).catch(() => undefined));
+  client?.signal.addEventListener("abort", gone, { once: true });
   let start;
   try {
-    start = await conversationStub(env, plan.conversationId).runTurn(plan);
+    start = await stub.runTurn(plan);
   } catch (error) {
     // The object itself failed (reset, overloaded): the conversation is fine, try again later.
     log.error("the conversation's Durable Object failed", error);
     throw errors.backendUnavailable("The conversation could not be reached; try again.");
+  } finally {
+    // A JSON answer has ended with the call; a stream's client may still leave while it runs.
+    if (!plan.streaming) client?.signal.removeEventListener("abort", gone);
   }
   if (!start.ok) throw fromWire(start.error);
   const result = "result" in start ? start.result : null;
