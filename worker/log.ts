@@ -3,7 +3,7 @@
 // when a configuration loads, and removed from log lines and from error texts sent to clients
 // (errors.ts). Only values of 8 characters or more are scrubbed: shorter ones would blank out
 // ordinary words. Model output is never passed through here.
-const MIN_SECRET_LENGTH = 8;
+export const MIN_SECRET_LENGTH = 8;
 const REPLACEMENT = "[redacted]";
 
 // Plain strings only (a module-level cache holds settled data; see README "Nothing is shared").

@@ -611,6 +611,16 @@ describe("redactConfig", () => {
     expect(config.mcp_servers[0].authorization_headers.Authorization).toBe("/var/secrets/mcp-token");
   });
 
+  it("does not spell out a short secret by blanking it inside other strings", () => {
+    const text = `${MINIMAL}mcp_servers:\n  - {name: docs, url: "http://127.0.0.1:9000/mcp"}\n`.replace("inference_backend:\n", "inference_backend:\n  api_key: x\n");
+    const { config, secrets } = loaded(text);
+    expect(secrets).toContain("x");
+    const shown = redactConfig(config, secrets) as Config;
+    expect(shown.inference_backend.api_key).toBe(REDACTED);
+    expect(shown.mcp_servers[0].provider_id).toBe(config.mcp_servers[0].provider_id);
+    expect(shown.inference_backend.url).toBe(config.inference_backend.url);
+  });
+
   it("hides by what a field is, not by what it is called", () => {
     const text = `${MINIMAL}service:\n  cors: {allow_credentials: true}\nauthentication:\n  module: jwk\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration: {user_id_claim: token_subject}\n`;
     const { config, secrets } = loaded(text);

@@ -1,3 +1,4 @@
+import { MIN_SECRET_LENGTH } from "../log.ts";
 import type { Config } from "./schema.ts";
 
 export const REDACTED = "**********";
@@ -9,15 +10,19 @@ const SECRET_LOOKING = /secret|passw(?:or)?d|api[-_]?key|credential|^authorizati
 
 /**
  * A deep copy of the configuration that is safe to show. Secrets are what the schema declares with
- * secret() (their values, as parsing recorded them): each is replaced, also where it appears inside
- * another string (a URL), so nothing depends on what a field happens to be called.
+ * secret() (their values, as parsing recorded them): a string that is one is replaced whole, and one
+ * of MIN_SECRET_LENGTH characters or more also where it appears inside another string (a URL), so
+ * nothing depends on what a field happens to be called. A shorter secret is not searched for inside
+ * other strings: the places it would blank out ("x" in every word) would spell it out.
  */
 export function redactConfig(config: Config, secrets: readonly string[]): unknown {
+  const all = new Set(secrets);
   // Longest first, so a secret that contains another is hidden whole.
-  const sorted = [...secrets].sort((a, b) => b.length - a.length);
+  const inside = secrets.filter((value) => value.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length);
   const hide = (text: string) => {
+    if (all.has(text)) return REDACTED;
     let shown = text;
-    for (const value of sorted) if (shown.includes(value)) shown = shown.split(value).join(REDACTED);
+    for (const value of inside) if (shown.includes(value)) shown = shown.split(value).join(REDACTED);
     return hideUrlPassword(shown);
   };
   return redactValue(config, [], hide);
