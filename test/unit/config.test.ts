@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parseInterval } from "../../worker/config/interval.ts";
 import { type ConfigProblem, type ParseConfigResult, parseConfig } from "../../worker/config/load.ts";
+import { inertSettings } from "../../worker/config/inert.ts";
 import { REDACTED, redactConfig } from "../../worker/config/redact.ts";
 import { type Config, isUnifiedRag } from "../../worker/config/schema.ts";
 
@@ -573,6 +574,36 @@ function loaded(text: string, env: Record<string, unknown> = {}): { config: Conf
   accepted(result);
   return result as { config: Config; secrets: string[] };
 }
+
+describe("inertSettings", () => {
+  it("names nothing for a plain configuration", () => {
+    expect(inertSettings(loaded(MINIMAL).config)).toEqual([]);
+  });
+
+  it("names the original system's settings that do nothing on Workers", () => {
+    const text = [
+      "inference_backend:",
+      "  url: http://127.0.0.1:8321/v1",
+      "  max_retries: 5",
+      "  retry_delay: 2",
+      "service: {color_log: false, auth_enabled: true}",
+      "quota_handlers: {scheduler: {period: 300}}",
+      "customization: {profile_path: /profiles/x.py}",
+      "byok_rag:",
+      "  - {rag_id: docs, vector_db_id: vs_docs, db_path: /data/docs.faiss, embedding_model: all-MiniLM-L6-v2, embedding_dimension: 384}",
+      "",
+    ].join("\n");
+    expect(inertSettings(loaded(text).config)).toEqual([
+      "inference_backend.max_retries",
+      "inference_backend.retry_delay",
+      "service.color_log",
+      "service.auth_enabled",
+      "quota_handlers.scheduler",
+      "customization.profile_path",
+      "knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password",
+    ]);
+  });
+});
 
 describe("redactConfig", () => {
   const { config, secrets } = loaded(FULL, FULL_ENV);

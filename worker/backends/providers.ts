@@ -87,8 +87,10 @@ export function buildBackends(config: Config, env: Record<string, unknown>): Bui
     includeUsage: provider?.extra?.stream_usage ?? true,
     timeoutMs: (provider?.extra?.timeout ?? base.timeout) * 1000,
   });
+  // No call is retried: max_retries is SPEC's start-up connection attempts, and a Worker has no
+  // start-up (a retried call would hold its request for the SDK's backoff while the backend is down).
   const client = (url: string, apiKey: string | undefined, timeoutMs: number) =>
-    new OpenAI({ baseURL: url, apiKey: apiKey ?? "not-needed", timeout: timeoutMs, maxRetries: base.max_retries });
+    new OpenAI({ baseURL: url, apiKey: apiKey ?? "not-needed", timeout: timeoutMs, maxRetries: 0 });
 
   providers.forEach((provider, index) => {
     const ignored = Object.keys(provider.extra ?? {}).filter((key) => !PROVIDER_EXTRA_KEYS.includes(key));

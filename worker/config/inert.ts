@@ -1,7 +1,10 @@
 // Settings that load but that this release does not act on. An operator bringing a configuration
 // written for the original system is told, once per isolate that loads it, which of its settings do
 // nothing here, rather than finding out by surprise. Entries leave this list as features land.
-import type { Config } from "./schema.ts";
+import { isUnifiedRag, type Config } from "./schema.ts";
+
+/** Every knowledge store, in either form of the rag sections. */
+const stores = (config: Config) => (config.rag !== undefined && isUnifiedRag(config.rag) ? config.rag.byok.stores : config.byok_rag);
 
 const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   // Workers' fetch always verifies TLS against the public roots.
@@ -16,6 +19,32 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["service.root_path", (config) => config.service.root_path !== ""],
   ["authentication.skip_tls_verification", (config) => config.authentication.skip_tls_verification],
   ["authentication.k8s_ca_cert_path", (config) => config.authentication.k8s_ca_cert_path !== undefined],
+  // A Worker has no start-up to retry a connection at (SPEC "Limits"): every request reports the
+  // backend's state as it finds it, at once, and turn calls are never retried.
+  ["inference_backend.max_retries", (config) => config.inference_backend.max_retries !== 2],
+  ["inference_backend.retry_delay", (config) => config.inference_backend.retry_delay !== 1],
+  ["inference_backend.library_client_config_path", (config) => config.inference_backend.library_client_config_path !== undefined],
+  [
+    "inference_backend.config",
+    ({ inference_backend: { config } }) => config.baseline !== "default" || config.profile !== undefined || config.native_override !== undefined,
+  ],
+  // Logging is the Workers runtime's (wrangler tail, Logpush); authentication is the module's.
+  ["service.color_log", (config) => !config.service.color_log],
+  ["service.access_log", (config) => !config.service.access_log],
+  ["service.auth_enabled", (config) => config.service.auth_enabled],
+  // The cron trigger runs the quota scheduler every minute; its store is the database section's.
+  [
+    "quota_handlers.scheduler",
+    ({ quota_handlers: { scheduler } }) => scheduler.period !== 1 || scheduler.database_reconnection_count !== 10 || scheduler.database_reconnection_delay !== 1,
+  ],
+  ["customization.profile_path", (config) => config.customization.profile_path !== undefined],
+  ["customization.custom_profile.path", (config) => config.customization.custom_profile?.path !== undefined],
+  // The Postgres store goes through its ws_proxy, which owns the connection to the server.
+  ["database.postgres.gss_encmode", (config) => config.database.postgres !== undefined && config.database.postgres.gss_encmode !== "prefer"],
+  ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
+  // Stores are searched through the backend's vector store API by vector_db_id: how the backend
+  // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.
+  ["knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password", (config) => stores(config).length > 0],
 ];
 
 /** The settings of `config` that have no effect in this release, by dotted name. */

@@ -791,7 +791,7 @@ export const ConfigSchema = z
     mcp_security: McpSecuritySchema.prefault({}),
     approvals: ApprovalsSchema.prefault({}),
     compaction: CompactionSchema.prefault({}),
-    /** Absent: no conversation cache (the v2 endpoints answer "not configured"). */
+    /** Validated only: conversations live in their Durable Objects, and every view serves them. */
     conversation_cache: ConversationCacheSchema.optional(),
     database: DatabaseSchema.prefault({}),
     a2a_state: A2AStateSchema.optional(),
