@@ -146,6 +146,18 @@ describe("backends and routing", () => {
     });
   });
 
+  it("takes the original system's backend section and bare server URL (no /v1) as they are written", async () => {
+    const server = main.url.replace(/\/v1$/, "");
+    const parsed = parseConfig(JSON.stringify({ llama_stack: { url: server, use_as_library_client: false } }), {});
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.problems));
+    const built = buildBackends(parsed.config, {});
+    if (!built.ok) throw new Error(JSON.stringify(built.problems));
+    expect(built.backends.default.url).toBe(main.url);
+    expect((await built.backends.default.client.models.list()).data.map((model) => model.id)).toContain("scripted/parley-small");
+    // A URL with a path of its own is the API's base as given.
+    expect(backendsOf({ inference_backend: { url: `${server}/openai/v1/` } }).default.url).toBe(`${server}/openai/v1`);
+  });
+
   it("routes a provider's models to its own endpoint by their bare id, others to the default", async () => {
     const backends = mixed();
     const { models } = await listProviderModels(backends);

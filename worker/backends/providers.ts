@@ -58,7 +58,15 @@ export type BuildResult =
   | { ok: true; backends: Backends; warnings: string[]; secrets: string[] }
   | { ok: false; problems: ConfigProblem[] };
 
-const trimSlash = (url: string) => url.replace(/\/+$/, "");
+/**
+ * A backend's base URL as the OpenAI client takes it, with its API path (/v1). The original
+ * system's configurations name the server alone (`http://localhost:8321`: its client added the
+ * path), so a URL without a path gets /v1; one with a path is taken as it is.
+ */
+export function backendBaseUrl(url: string): string {
+  const trimmed = url.replace(/\/+$/, "");
+  return new URL(trimmed).pathname === "/" ? `${trimmed}/v1` : trimmed;
+}
 
 /**
  * The backends of a configuration. `env` supplies the keys api_key_env names (Worker secrets); an
@@ -70,7 +78,7 @@ export function buildBackends(config: Config, env: Record<string, unknown>): Bui
   const secrets: string[] = [];
   const base = config.inference_backend;
   const providers = config.inference.providers;
-  const defaultUrl = trimSlash(base.url);
+  const defaultUrl = backendBaseUrl(base.url);
 
   const keyOf = (provider: InferenceProviderConfig, index: number): string | undefined => {
     if (!provider.api_key_env) return undefined;
@@ -102,7 +110,7 @@ export function buildBackends(config: Config, env: Record<string, unknown>): Bui
     }
   });
 
-  const namedDefault = providers.findIndex((provider) => provider.extra?.url !== undefined && trimSlash(provider.extra.url) === defaultUrl);
+  const namedDefault = providers.findIndex((provider) => provider.extra?.url !== undefined && backendBaseUrl(provider.extra.url) === defaultUrl);
   const defaultEntry = namedDefault >= 0 ? providers[namedDefault]! : undefined;
   let defaultKey = base.api_key;
   if (defaultEntry?.api_key_env) {
@@ -118,8 +126,8 @@ export function buildBackends(config: Config, env: Record<string, unknown>): Bui
   const defaultBackend: Backend = {
     id: defaultEntry?.type ?? DEFAULT_BACKEND_ID,
     isDefault: true,
-    url: base.url,
-    client: client(base.url, defaultKey, defaultSettings.timeoutMs),
+    url: defaultUrl,
+    client: client(defaultUrl, defaultKey, defaultSettings.timeoutMs),
     allowedModels: defaultEntry?.allowed_models ?? null,
     ...defaultSettings,
   };
@@ -129,7 +137,7 @@ export function buildBackends(config: Config, env: Record<string, unknown>): Bui
   const defaultFilters = new Map<string, string[]>();
   providers.forEach((provider, index) => {
     if (index === namedDefault) return;
-    const url = provider.extra?.url;
+    const url = provider.extra?.url === undefined ? undefined : backendBaseUrl(provider.extra.url);
     if (url === undefined) {
       if (provider.extra?.wire !== undefined || provider.extra?.timeout !== undefined) viaDefault.set(provider.type, settingsOf(provider));
       if (provider.allowed_models) defaultFilters.set(provider.type, provider.allowed_models);

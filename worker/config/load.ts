@@ -39,7 +39,7 @@ export function parseConfig(text: string, env: Record<string, unknown>): ParseCo
 
   const envProblems: Problem[] = [];
   const fromEnvironment = new Set<string>();
-  const resolved = resolveReferences(document.value, env, [], envProblems, fromEnvironment);
+  const resolved = withSpecNames(resolveReferences(document.value, env, [], envProblems, fromEnvironment));
   const { value: result, secrets } = collectSecrets(() => ConfigSchema.safeParse(resolved));
 
   // An unresolved reference also fails validation where it sits; saying so twice is noise.
@@ -50,6 +50,22 @@ export function parseConfig(text: string, env: Record<string, unknown>): ParseCo
 
   if (problems.length > 0 || !result.success) return { ok: false, problems };
   return { ok: true, config: result.data, secrets, fromEnvironment };
+}
+
+/** Sections the original system names otherwise (UPSTREAM "Vocabulary"), read under SPEC's names. */
+const FORMER_NAMES: Record<string, string> = { llama_stack: "inference_backend" };
+
+/** The document with a former section name taken as SPEC's, unless both are given (then the schema refuses the former). */
+function withSpecNames(document: unknown): unknown {
+  if (typeof document !== "object" || document === null || Array.isArray(document)) return document;
+  const sections = { ...(document as Record<string, unknown>) };
+  for (const [former, name] of Object.entries(FORMER_NAMES)) {
+    if (former in sections && !(name in sections)) {
+      sections[name] = sections[former];
+      delete sections[former];
+    }
+  }
+  return sections;
 }
 
 function parseDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
