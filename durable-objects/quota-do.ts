@@ -6,7 +6,7 @@
 // reservations (README "Token quotas"). The period catch-up happens on every touch, so a missed cron run
 // never locks a subject out.
 import { DurableObject } from "cloudflare:workers";
-import { catchUp, initialState, type LimiterSpec, type QuotaState } from "../worker/domain/quota-periods.ts";
+import { catchUp, initialState, limiterCapacity, type LimiterSpec, type QuotaState } from "../worker/domain/quota-periods.ts";
 
 export interface QuotaReading extends QuotaState {
   /** True on the first touch of this counter: the caller registers it for the cron scheduler. */
@@ -44,7 +44,9 @@ export class QuotaDO extends DurableObject<Env> {
 
   /**
    * Admits a turn while what is left beyond other turns' reservations covers `needed` (its input),
-   * and reserves `reserve` (its input and what its answer may add) until it settles.
+   * or the limiter's whole capacity when that is less (a quota smaller than one question's estimate
+   * still answers when full, as the original system's small example quotas need), and reserves
+   * `reserve` (its input and what its answer may add) until it settles.
    */
   async admit(spec: LimiterSpec, reservationId: string, needed: number, reserve: number, now: number): Promise<Admission> {
     const reading = this.update(spec, now, 0);
@@ -52,7 +54,7 @@ export class QuotaDO extends DurableObject<Env> {
     const mine = this.sql.exec<{ tokens: number }>("SELECT tokens FROM reservations WHERE id = ?", reservationId).toArray()[0];
     const reserved = this.sql.exec<{ total: number | null }>("SELECT SUM(tokens) AS total FROM reservations WHERE id <> ?", reservationId).one().total ?? 0;
     const admitted = reading.available - reserved;
-    if (!mine && (admitted <= 0 || admitted < needed)) return { ok: false, available: Math.max(0, admitted) };
+    if (!mine && (admitted <= 0 || admitted < Math.min(needed, limiterCapacity(spec)))) return { ok: false, available: Math.max(0, admitted) };
     if (!mine) this.sql.exec("INSERT INTO reservations (id, tokens, expires_at) VALUES (?, ?, ?)", reservationId, Math.max(1, reserve), now + RESERVATION_TTL_SECONDS);
     return { ok: true, admitted, created: reading.created, nextResetAt: reading.nextResetAt };
   }

@@ -37,6 +37,16 @@ describe("token quotas", () => {
     expect((await ask(empty, "quinn")).body).toEqual({ detail: { response: "The quota has been exceeded", cause: "User quinn has no available tokens" } });
   });
 
+  it("answers from a full quota smaller than one question's estimate, as the original system's example sets", async () => {
+    // The original's quota example: 50 tokens a user, 50 more every 30 seconds; a first question is
+    // estimated at about 75 (and counted at about 40).
+    const config = withLimiters([limiter({ name: "u_small", initial_quota: 50, quota_increase: 50, period: "30 seconds" })]);
+    expect((await ask(config, "sven")).status).toBe(200);
+    const second = await ask(config, "sven");
+    expect(second.status).toBe(429);
+    expect(second.body.detail?.cause).toMatch(/^User sven has \d+ tokens, but 50 tokens are needed$/);
+  });
+
   it("shares the cluster limiter across users", async () => {
     const config = withLimiters([limiter({ type: "cluster_limiter", name: "cluster_shared", initial_quota: 100 })]);
     expect((await ask(config, "sam")).status).toBe(200);

@@ -22,6 +22,11 @@ export function initialState(spec: LimiterSpec, now: number): QuotaState {
   return { available: spec.initial_quota, nextResetAt: now + spec.period };
 }
 
+/** The most a limiter holds for one question: its quota, or what a period adds when that is more. */
+export function limiterCapacity(spec: Pick<LimiterSpec, "initial_quota" | "quota_increase">): number {
+  return Math.max(spec.initial_quota, spec.quota_increase);
+}
+
 /** How many periods have elapsed at `now`, and the state after applying them. */
 export function catchUp(state: QuotaState, spec: LimiterSpec, now: number): { state: QuotaState; periods: number } {
   if (now < state.nextResetAt) return { state, periods: 0 };

@@ -11,7 +11,7 @@
 // difference, so a limit is exceeded by at most what the turns running at once used beyond their
 // reservations (one turn's excess when they run one after another).
 import type { Config, QuotaLimiterConfig } from "../config/schema.ts";
-import { quotaSubject } from "../domain/quota-periods.ts";
+import { limiterCapacity, quotaSubject } from "../domain/quota-periods.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Store } from "../storage/store.ts";
 import type { QuotaDO, QuotaReading } from "../../durable-objects/quota-do.ts";
@@ -65,7 +65,8 @@ export async function admitQuotas(env: Env, counters: QuotaCounter[], reservatio
     const counter = counters[refused]!;
     const left = (results[refused] as { available: number }).available;
     const who = counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
-    return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${needed} tokens are needed`);
+    const wanted = Math.min(needed, limiterCapacity(counter.spec));
+    return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${wanted} tokens are needed`);
   }
   const admitted: AvailableQuotas = {};
   const created: Admitted["created"] = [];
