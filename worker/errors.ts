@@ -37,6 +37,8 @@ export const errors = {
   configNotLoaded: (cause = "configuration has not been initialized") =>
     new ApiError(500, "Configuration is not loaded", cause),
   internal: (cause = "An unexpected error occurred") => new ApiError(500, "Internal server error", cause),
+  /** UPSTREAM's words for a record store that failed; `store` names which one the configuration chose. */
+  databaseFailed: (store: string) => new ApiError(500, "Database query failed", `Failed to query the database (${store})`),
 
   invalidFormat: (cause: string) => new ApiError(422, "Invalid request format", cause),
   missingAttributes: (cause: string) => new ApiError(422, "Missing required attributes", cause),

@@ -41,7 +41,10 @@ describe("when the record store fails", () => {
     expect(next.body.response).toBe("[user_turns=2] You said: still kept");
     const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { user: "pg-user", config: broken });
     expect(detail.body.chat_history).toHaveLength(2);
-    // What needs the record store says so.
-    expect((await callJson("/v1/conversations", { user: "pg-user", config: broken })).status).toBe(500);
+    // What needs the record store says so, naming the store the configuration chose.
+    expect(await callJson("/v1/conversations", { user: "pg-user", config: broken })).toEqual({
+      status: 500,
+      body: { detail: { response: "Database query failed", cause: "Failed to query the database (database.postgres)" } },
+    });
   });
 });
