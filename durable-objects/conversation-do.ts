@@ -115,15 +115,15 @@ type ApprovalRow = {
   retain_ms: number;
 };
 
+/** The abort reason of the turns running when their conversation is deleted. */
+export const CONVERSATION_DELETED = "the conversation was deleted";
+
 /**
  * The most a conversation keeps, in UTF-16 code units of its turns' stored JSON (README "Limits"):
  * every copy of its turns (a read of the conversation, a fork's seed) must fit one Durable Object
  * call (32 MiB, at most 2 bytes a unit) with the last turn's answer on top, and the object holds
  * them all in memory. A turn that would take it beyond is refused before its model call.
  */
-/** The abort reason of the turns running when their conversation is deleted. */
-export const CONVERSATION_DELETED = "the conversation was deleted";
-
 export const MAX_STORED_UNITS = 10 * 1024 * 1024;
 
 /**

@@ -1,10 +1,10 @@
 // One QuotaDO per (limiter, subject): the token counter of a user or of the whole cluster. Every
 // admission and settlement of one counter runs here one at a time. A turn is admitted only while
-// what the counter has left beyond other admitted turns' reservations covers its input, and its
-// reservation (its input and what its answer may add) holds until the turn settles with what it
-// really used: so concurrent turns overdraw the counter only by what they use beyond their
-// reservations (README "Token quotas"). The period catch-up happens on every touch, so a missed cron run
-// never locks a subject out.
+// what the counter has left beyond other admitted turns' reservations covers its input (or the
+// limiter's whole capacity, when that is less), and its reservation (its input and what its
+// answer may add) holds until the turn settles with what it really used: so concurrent turns
+// overdraw the counter only by what they use beyond their reservations (README "Token quotas").
+// The period catch-up happens on every touch, so a missed cron run never locks a subject out.
 import { DurableObject } from "cloudflare:workers";
 import { catchUp, initialState, limiterCapacity, type LimiterSpec, type QuotaState } from "../worker/domain/quota-periods.ts";
 

@@ -146,9 +146,12 @@ export class ConversationDO extends ConversationDurableObject {
    * turn already running goes on: its answer is recorded for the conversation.
    */
   async clientGone(requestId: string, userId: string): Promise<void> {
-    if (this.waitingTurns.get(requestId) === userId) this.leftWhileWaiting.add(requestId);
     const running = this.running.get(requestId);
-    if (running?.userId === userId) running.clientGone?.();
+    if (running) {
+      if (running.userId === userId) running.clientGone?.();
+    } else if (this.waitingTurns.get(requestId) === userId) {
+      this.leftWhileWaiting.add(requestId);
+    }
   }
 
   /** Stops a running turn of this conversation; whether it was running here and the caller's. */
@@ -189,17 +192,25 @@ export class ConversationDO extends ConversationDurableObject {
       this.create(userId, plan.seed);
     }
 
-    // What it holds while it waits: its question, twice (its items and its text).
+    // Until it runs, its client's leaving is noted (clientGone) and stops it before its model call.
     this.waitingTurns.set(plan.requestId, userId);
+    try {
+      return await this.runInTurn(rt, plan, access);
+    } finally {
+      this.waitingTurns.delete(plan.requestId);
+      this.leftWhileWaiting.delete(plan.requestId);
+    }
+  }
+
+  /** `run` once the turn waits for, and then holds, its conversation. */
+  private async runInTurn(rt: Runtime, plan: TurnPlan, access: ConversationAccess): Promise<TurnStart> {
+    // What it holds while it waits: its question, twice (its items and its text).
     const releaseOnce = await this.takeTurn(() => JSON.stringify(plan.input).length + plan.userText.length + plan.instructions.length);
-    this.waitingTurns.delete(plan.requestId);
     if (!releaseOnce) {
       if (access === "not_found") this.forgetCreation();
       return refuse(errors.conversationBusy(plan.conversationId, MAX_WAITING_TURNS, MAX_WAITING_UNITS));
     }
     try {
-      // Its client left while it waited: nothing is asked of the model, nothing recorded.
-      if (this.leftWhileWaiting.delete(plan.requestId)) return refuse(errors.internal("the client disconnected before the turn began"));
       // Deleted while this turn waited for its slot.
       if (this.owner() === null) return refuse(errors.notFound("Conversation", plan.conversationId));
       if (plan.previousResponseId) {
@@ -251,6 +262,8 @@ export class ConversationDO extends ConversationDurableObject {
   private async start(rt: Runtime, plan: TurnPlan, release: () => void): Promise<TurnStart> {
     const { requestId } = plan;
     const userId = plan.auth.userId;
+    // Its client left while it waited: nothing is asked of the model, nothing recorded or charged.
+    if (this.leftWhileWaiting.has(requestId)) return refuse(errors.internal("the client disconnected before the turn began"));
     const model = await chooseTurnModel(rt, plan, this.lastUsed());
     // A turn keeps its question twice (its items and its summary's text): both must still fit.
     const inputJson = JSON.stringify(plan.input);
