@@ -257,16 +257,28 @@ describe("interrupting and abandoning streams", () => {
     const marker = crypto.randomUUID();
     const client = new AbortController();
     const waiting = callJson("/v1/query", { json: { query: `left behind ${marker}`, conversation_id: id }, user: "grace", signal: client.signal });
-    // Give it time to reach the conversation and queue behind the holder.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Once it waits behind the holder, its client leaves; the object notes it.
+    const conversation = env.CONVERSATION.getByName(id);
+    const noted = (field: "waitingTurns" | "leftWhileWaiting") =>
+      eventually(async () => expect(await runInDurableObject(conversation, (object) => (object as unknown as Record<typeof field, { size: number }>)[field].size)).toBe(1));
+    await noted("waitingTurns");
     client.abort();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await noted("leftWhileWaiting");
     expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: start.data.request_id }, user: "grace" })).status).toBe(200);
     expect((await waiting).status).toBe(500);
     const requests = (await (await fetch(`${inject("backendUrl").replace(/\/v1$/, "")}/__requests`)).json()) as Array<{ body: unknown }>;
     expect(requests.filter((request) => JSON.stringify(request.body ?? "").includes(marker))).toEqual([]);
     const detail = await callJson<Detail>(`/v1/conversations/${id}`, { user: "grace" });
     expect(detail.body.chat_history.map((turn) => turn.status)).toEqual(["interrupted"]);
+  });
+
+  it("a question whose client left while it was planned is not sent to its conversation", async () => {
+    const client = new AbortController();
+    client.abort();
+    const marker = crypto.randomUUID();
+    expect((await callJson("/v1/query", { json: { query: `gone ${marker}` }, user: "grace", signal: client.signal })).status).toBe(500);
+    const requests = (await (await fetch(`${inject("backendUrl").replace(/\/v1$/, "")}/__requests`)).json()) as Array<{ body: unknown }>;
+    expect(requests.filter((request) => JSON.stringify(request.body ?? "").includes(marker))).toEqual([]);
   });
 
   it("a client that disconnects from a streamed response leaves the turn recorded as incomplete too", async () => {

@@ -124,14 +124,19 @@ export class ConversationDO extends ConversationDurableObject {
   /** Runs a turn (see TurnStart): the one call the Worker makes for it. */
   async runTurn(plan: TurnPlan): Promise<TurnStart> {
     this.configText = plan.configText;
-    const loaded = await loadRuntime(runtimeEnv(this.env, plan.configText));
-    if (!loaded.ok) return refuse(errors.configNotLoaded());
+    // Until it runs, its client's leaving is noted (clientGone) and stops it before its model call.
+    this.waitingTurns.set(plan.requestId, plan.auth.userId);
     try {
+      const loaded = await loadRuntime(runtimeEnv(this.env, plan.configText));
+      if (!loaded.ok) return refuse(errors.configNotLoaded());
       return await this.run(loaded.runtime, plan);
     } catch (error) {
       if (error instanceof ApiError) return refuse(error);
       log.error("conversation turn failed before it started", error);
       return refuse(errors.internal());
+    } finally {
+      this.waitingTurns.delete(plan.requestId);
+      this.leftWhileWaiting.delete(plan.requestId);
     }
   }
 
@@ -192,18 +197,6 @@ export class ConversationDO extends ConversationDurableObject {
       this.create(userId, plan.seed);
     }
 
-    // Until it runs, its client's leaving is noted (clientGone) and stops it before its model call.
-    this.waitingTurns.set(plan.requestId, userId);
-    try {
-      return await this.runInTurn(rt, plan, access);
-    } finally {
-      this.waitingTurns.delete(plan.requestId);
-      this.leftWhileWaiting.delete(plan.requestId);
-    }
-  }
-
-  /** `run` once the turn waits for, and then holds, its conversation. */
-  private async runInTurn(rt: Runtime, plan: TurnPlan, access: ConversationAccess): Promise<TurnStart> {
     // What it holds while it waits: its question, twice (its items and its text).
     const releaseOnce = await this.takeTurn(() => JSON.stringify(plan.input).length + plan.userText.length + plan.instructions.length);
     if (!releaseOnce) {
