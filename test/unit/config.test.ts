@@ -575,6 +575,21 @@ function loaded(text: string, env: Record<string, unknown> = {}): { config: Conf
   return result as { config: Config; secrets: string[] };
 }
 
+describe("database.postgres", () => {
+  const postgres = (fields: string) => problems(`${MINIMAL}database:\n  postgres: {db: parley, user: parley, ${fields}}\n`);
+
+  it("refuses at load a relay that is not a ws:// or wss:// URL, a plain hop off the machine under TLS, and an odd namespace", () => {
+    expect(postgres("ws_proxy: 127.0.0.1:1/v2")).toEqual(["database.postgres.ws_proxy: expected a ws:// or wss:// URL (the relay, e.g. wss://relay.example.com)"]);
+    expect(postgres("ws_proxy: ws://relay.example.com, ssl_mode: require")).toEqual(["database.postgres.ws_proxy: ssl_mode require needs a wss:// relay"]);
+    expect(postgres(`namespace: 'x" -c role=postgres'`)).toEqual(["database.postgres.namespace: expected a plain schema name"]);
+  });
+
+  it("takes a wss:// relay, and a plain ws:// one on the machine itself", () => {
+    accepted(parseConfig(`${MINIMAL}database:\n  postgres: {db: parley, user: parley, ws_proxy: "wss://relay.example.com", ssl_mode: require}\n`, {}));
+    accepted(parseConfig(`${MINIMAL}database:\n  postgres: {db: parley, user: parley, ws_proxy: "ws://127.0.0.1:8432", ssl_mode: require}\n`, {}));
+  });
+});
+
 describe("inertSettings", () => {
   it("names nothing for a plain configuration", () => {
     expect(inertSettings(loaded(MINIMAL).config)).toEqual([]);

@@ -49,12 +49,13 @@ const httpUrl = (missing?: string) =>
 
 // Plain http is tolerated only where nothing leaves the machine: local test key servers.
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
+const isLoopback = (hostname: string) => LOOPBACK_HOSTS.has(hostname) || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 
 const httpsUrl = () =>
   z.string().refine((value) => {
     const url = parsedUrl(value);
     if (url === null) return false;
-    return url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname));
+    return url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url.hostname));
   }, "expected an https URL");
 
 /** Flags the second and later items sharing a name, at the item's own path. */
@@ -83,19 +84,36 @@ function sqliteOrPostgres(value: { sqlite?: unknown; postgres?: unknown }, ctx: 
 
 export const SqliteSchema = z.strictObject({ db_path: nonEmpty() });
 
-export const PostgresSchema = z.strictObject({
-  host: nonEmpty().default("localhost"),
-  port: port().default(5432),
-  db: nonEmpty(),
-  user: nonEmpty(),
-  password: secret().optional(),
-  namespace: nonEmpty().default("public"),
-  ssl_mode: z.enum(["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]).default("prefer"),
-  gss_encmode: z.enum(["disable", "prefer", "require"]).default("prefer"),
-  ca_cert_path: nonEmpty().optional(),
-  // Extension: Workers cannot open raw TCP to most hosts, so Postgres is reached over a WebSocket relay.
-  ws_proxy: nonEmpty().optional(),
-});
+const TLS_REQUIRED = new Set(["require", "verify-ca", "verify-full"]);
+
+export const PostgresSchema = z
+  .strictObject({
+    host: nonEmpty().default("localhost"),
+    port: port().default(5432),
+    db: nonEmpty(),
+    user: nonEmpty(),
+    password: secret().optional(),
+    // Quoted in search_path, so hyphens are fine; nothing that could break out of the startup options.
+    namespace: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/, "expected a plain schema name")
+      .default("public"),
+    ssl_mode: z.enum(["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]).default("prefer"),
+    gss_encmode: z.enum(["disable", "prefer", "require"]).default("prefer"),
+    ca_cert_path: nonEmpty().optional(),
+    // Extension: Workers cannot open raw TCP to most hosts, so Postgres is reached over a WebSocket relay.
+    ws_proxy: z
+      .string()
+      .refine((value) => ["ws:", "wss:"].includes(parsedUrl(value)?.protocol ?? ""), "expected a ws:// or wss:// URL (the relay, e.g. wss://relay.example.com)")
+      .optional(),
+  })
+  .superRefine((settings, ctx) => {
+    // A plain ws:// hop is acceptable under a TLS ssl_mode only when it never leaves the machine.
+    const proxy = settings.ws_proxy === undefined ? null : parsedUrl(settings.ws_proxy);
+    if (proxy?.protocol === "ws:" && TLS_REQUIRED.has(settings.ssl_mode) && !isLoopback(proxy.hostname)) {
+      ctx.addIssue({ code: "custom", message: `ssl_mode ${settings.ssl_mode} needs a wss:// relay`, path: ["ws_proxy"] });
+    }
+  });
 
 /** Both absent means the Worker's own D1 database. */
 export const DatabaseSchema = z

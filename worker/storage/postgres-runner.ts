@@ -7,15 +7,8 @@ import type { Row, SqlRunner } from "./sql-runner.ts";
 import type { PostgresSettings } from "./store.ts";
 import { log } from "../log.ts";
 
-// Quoted in search_path, so hyphens are fine; nothing that could break out of the startup options.
-const NAMESPACE = /^[A-Za-z_][A-Za-z0-9_$-]{0,62}$/;
-const TLS_REQUIRED = new Set(["require", "verify-ca", "verify-full"]);
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|\[::1\]|localhost)$/;
-
+/** `settings` as the configuration schema validated them (a plain namespace, a ws:// or wss:// relay). */
 export function postgresRunner(settings: PostgresSettings): SqlRunner {
-  if (!NAMESPACE.test(settings.namespace)) {
-    throw new Error(`database.postgres.namespace is not a plain schema name: ${settings.namespace}`);
-  }
   const pool = new Pool({
     host: settings.host,
     port: settings.port,
@@ -73,14 +66,7 @@ function transportOptions(settings: PostgresSettings): TransportOptions {
   // Without ws_proxy the Neon defaults stand: wss://<host>/v2, the endpoint Neon itself serves.
   if (!settings.ws_proxy) return {};
   const proxy = new URL(settings.ws_proxy);
-  if (proxy.protocol !== "ws:" && proxy.protocol !== "wss:") {
-    throw new Error(`database.postgres.ws_proxy must be a ws:// or wss:// URL: ${settings.ws_proxy}`);
-  }
   const secure = proxy.protocol === "wss:";
-  // A plain ws:// hop is acceptable under ssl_mode=require only when it never leaves the machine.
-  if (TLS_REQUIRED.has(settings.ssl_mode) && !secure && !LOOPBACK.test(proxy.hostname)) {
-    throw new Error(`database.postgres.ssl_mode=${settings.ssl_mode} needs a wss:// ws_proxy (got ${proxy.origin})`);
-  }
   // The driver adds the scheme itself, from useSecureWebSocket.
   const base = `${proxy.host}${proxy.pathname.replace(/\/+$/, "")}`;
   return {
