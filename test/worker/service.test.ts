@@ -52,6 +52,23 @@ describe("CORS", () => {
     expect(other.headers.get("access-control-allow-origin")).toBeNull();
   });
 
+  it("refuses a preflight asking for what service.cors does not allow, as the original does", async () => {
+    const config = testConfig({ service: { cors: { allow_origins: ["https://app.example.com"], allow_methods: ["GET", "POST"], allow_headers: ["Content-Type"] } } });
+    const preflight = (origin: string, method: string, headers?: string) =>
+      call("/v1/query", {
+        method: "OPTIONS",
+        config,
+        headers: { Origin: origin, "Access-Control-Request-Method": method, ...(headers ? { "Access-Control-Request-Headers": headers } : {}) },
+      });
+    const refused = await preflight("https://evil.example.com", "DELETE", "x-secret");
+    expect([refused.status, await refused.text()]).toEqual([400, "Disallowed CORS origin, method, headers"]);
+    const wrongMethod = await preflight("https://app.example.com", "PUT");
+    expect([wrongMethod.status, await wrongMethod.text()]).toEqual([400, "Disallowed CORS method"]);
+    const allowed = await preflight("https://app.example.com", "POST", "content-type");
+    expect(allowed.status).toBe(204);
+    expect(allowed.headers.get("access-control-allow-origin")).toBe("https://app.example.com");
+  });
+
   it("tags cross-origin requests only: one without an Origin header gets no CORS headers", async () => {
     const config = testConfig({ service: { cors: { allow_origins: ["*"] } } });
     const browser = await call("/liveness", { config, headers: { Origin: "https://app.example.com" } });
