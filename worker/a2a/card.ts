@@ -3,7 +3,7 @@
 // the gateway itself decides: its url, protocol version default and streaming capability.
 import type { AgentCard, SecurityScheme } from "@a2a-js/sdk";
 import * as z from "zod";
-import type { Config } from "../config/schema.ts";
+import { isLoopback, type Config } from "../config/schema.ts";
 import { ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
 import { SERVICE_VERSION } from "../version.ts";
@@ -138,8 +138,6 @@ export function completeCard(config: Config, card: z.output<typeof AgentCardConf
   };
 }
 
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/;
-
 /**
  * SPEC: the agent url derives from service.base_url. Without one, the card's own url is used, and
  * without that a local address: the one the request reached when it is local (so `npm start`,
@@ -151,6 +149,6 @@ export function agentUrl(config: Config, requestUrl: string, cardUrl?: string): 
   if (base) return `${base.replace(/\/+$/, "")}${A2A_PATH}`;
   if (cardUrl) return cardUrl;
   const request = new URL(requestUrl);
-  if (LOOPBACK.test(request.hostname)) return `${request.origin}${A2A_PATH}`;
+  if (isLoopback(request.hostname)) return `${request.origin}${A2A_PATH}`;
   return `http://127.0.0.1:${config.service.port}${A2A_PATH}`;
 }

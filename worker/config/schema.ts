@@ -49,7 +49,8 @@ const httpUrl = (missing?: string) =>
 
 // Plain http is tolerated only where nothing leaves the machine: local test key servers.
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
-const isLoopback = (hostname: string) => LOOPBACK_HOSTS.has(hostname) || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+/** Whether a URL's hostname never leaves the machine. */
+export const isLoopback = (hostname: string) => LOOPBACK_HOSTS.has(hostname) || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 
 const httpsUrl = () =>
   z.string().refine((value) => {
