@@ -37,6 +37,8 @@ export const errors = {
   configNotLoaded: (cause = "configuration has not been initialized") =>
     new ApiError(500, "Configuration is not loaded", cause),
   internal: (cause = "An unexpected error occurred") => new ApiError(500, "Internal server error", cause),
+  /** A turn whose client disconnected before it began: answered to no one, and never sent to the model. */
+  clientGone: () => errors.internal("the client disconnected before the turn began"),
   /** UPSTREAM's words for a record store that failed; `store` names which one the configuration chose. */
   databaseFailed: (store: string) => new ApiError(500, "Database query failed", `Failed to query the database (${store})`),
 

@@ -259,11 +259,11 @@ describe("interrupting and abandoning streams", () => {
     const waiting = callJson("/v1/query", { json: { query: `left behind ${marker}`, conversation_id: id }, user: "grace", signal: client.signal });
     // Once it waits behind the holder, its client leaves; the object notes it.
     const conversation = env.CONVERSATION.getByName(id);
-    const noted = (field: "waitingTurns" | "leftWhileWaiting") =>
-      eventually(async () => expect(await runInDurableObject(conversation, (object) => (object as unknown as Record<typeof field, { size: number }>)[field].size)).toBe(1));
-    await noted("waitingTurns");
+    const waitingTurns = () =>
+      runInDurableObject(conversation, (object) => [...(object as unknown as { waitingTurns: Map<string, { left: boolean }> }).waitingTurns.values()].map((turn) => turn.left));
+    await eventually(async () => expect(await waitingTurns()).toEqual([false]));
     client.abort();
-    await noted("leftWhileWaiting");
+    await eventually(async () => expect(await waitingTurns()).toEqual([true]));
     expect((await callJson("/v1/streaming_query/interrupt", { json: { request_id: start.data.request_id }, user: "grace" })).status).toBe(200);
     expect((await waiting).status).toBe(500);
     const requests = (await (await fetch(`${inject("backendUrl").replace(/\/v1$/, "")}/__requests`)).json()) as Array<{ body: unknown }>;

@@ -117,15 +117,14 @@ const CLIENT_GONE = "client disconnected";
 export class ConversationDO extends ConversationDurableObject {
   /** The configuration of the latest turn, which the outbox delivers with (the Worker's own after a restart). */
   private configText: string | null = null;
-  /** Turns waiting for their conversation (request id → user), and those whose clients left meanwhile. */
-  private readonly waitingTurns = new Map<string, string>();
-  private readonly leftWhileWaiting = new Set<string>();
+  /** Turns not yet running (request id → their user, and whether their client has left meanwhile). */
+  private readonly waitingTurns = new Map<string, { userId: string; left: boolean }>();
 
   /** Runs a turn (see TurnStart): the one call the Worker makes for it. */
   async runTurn(plan: TurnPlan): Promise<TurnStart> {
     this.configText = plan.configText;
     // Until it runs, its client's leaving is noted (clientGone) and stops it before its model call.
-    this.waitingTurns.set(plan.requestId, plan.auth.userId);
+    this.waitingTurns.set(plan.requestId, { userId: plan.auth.userId, left: false });
     try {
       const loaded = await loadRuntime(runtimeEnv(this.env, plan.configText));
       if (!loaded.ok) return refuse(errors.configNotLoaded());
@@ -136,7 +135,6 @@ export class ConversationDO extends ConversationDurableObject {
       return refuse(errors.internal());
     } finally {
       this.waitingTurns.delete(plan.requestId);
-      this.leftWhileWaiting.delete(plan.requestId);
     }
   }
 
@@ -154,8 +152,9 @@ export class ConversationDO extends ConversationDurableObject {
     const running = this.running.get(requestId);
     if (running) {
       if (running.userId === userId) running.clientGone?.();
-    } else if (this.waitingTurns.get(requestId) === userId) {
-      this.leftWhileWaiting.add(requestId);
+    } else {
+      const waiting = this.waitingTurns.get(requestId);
+      if (waiting?.userId === userId) waiting.left = true;
     }
   }
 
@@ -256,7 +255,7 @@ export class ConversationDO extends ConversationDurableObject {
     const { requestId } = plan;
     const userId = plan.auth.userId;
     // Its client left while it waited: nothing is asked of the model, nothing recorded or charged.
-    if (this.leftWhileWaiting.has(requestId)) return refuse(errors.internal("the client disconnected before the turn began"));
+    if (this.waitingTurns.get(requestId)?.left) return refuse(errors.clientGone());
     const model = await chooseTurnModel(rt, plan, this.lastUsed());
     // A turn keeps its question twice (its items and its summary's text): both must still fit.
     const inputJson = JSON.stringify(plan.input);

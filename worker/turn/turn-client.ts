@@ -53,7 +53,7 @@ export interface TurnClient {
  */
 export async function startTurn(env: Env, plan: TurnPlan, client?: TurnClient): Promise<StartedTurn> {
   // A client that left while the turn was planned: nothing is asked of its conversation.
-  if (client?.signal.aborted) throw errors.internal("the client disconnected before the turn began");
+  if (client?.signal.aborted) throw errors.clientGone();
   const stub = conversationStub(env, plan.conversationId);
   const gone = () => client!.waitUntil(stub.clientGone(plan.requestId, plan.auth.userId).catch(() => undefined));
   client?.signal.addEventListener("abort", gone, { once: true });
