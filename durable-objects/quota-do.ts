@@ -15,7 +15,7 @@ export interface QuotaReading extends QuotaState {
 
 export type Admission =
   | { ok: true; /** Tokens left for this turn: the counter minus what other turns reserved. */ admitted: number; created: boolean; nextResetAt: number }
-  | { ok: false; /** What was left for it (never below zero). */ available: number };
+  | { ok: false; /** What was left for it (never below zero). */ available: number; /** What it needed left. */ needed: number };
 
 /**
  * A reservation lapses after this long if its turn never settles (its conversation's Durable Object
@@ -54,7 +54,8 @@ export class QuotaDO extends DurableObject<Env> {
     const mine = this.sql.exec<{ tokens: number }>("SELECT tokens FROM reservations WHERE id = ?", reservationId).toArray()[0];
     const reserved = this.sql.exec<{ total: number | null }>("SELECT SUM(tokens) AS total FROM reservations WHERE id <> ?", reservationId).one().total ?? 0;
     const admitted = reading.available - reserved;
-    if (!mine && (admitted <= 0 || admitted < Math.min(needed, limiterCapacity(spec)))) return { ok: false, available: Math.max(0, admitted) };
+    const wanted = Math.min(needed, limiterCapacity(spec));
+    if (!mine && (admitted <= 0 || admitted < wanted)) return { ok: false, available: Math.max(0, admitted), needed: wanted };
     if (!mine) this.sql.exec("INSERT INTO reservations (id, tokens, expires_at) VALUES (?, ?, ?)", reservationId, Math.max(1, reserve), now + RESERVATION_TTL_SECONDS);
     return { ok: true, admitted, created: reading.created, nextResetAt: reading.nextResetAt };
   }

@@ -11,10 +11,10 @@
 // difference, so a limit is exceeded by at most what the turns running at once used beyond their
 // reservations (one turn's excess when they run one after another).
 import type { Config, QuotaLimiterConfig } from "../config/schema.ts";
-import { limiterCapacity, quotaSubject } from "../domain/quota-periods.ts";
+import { quotaSubject } from "../domain/quota-periods.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Store } from "../storage/store.ts";
-import type { QuotaDO, QuotaReading } from "../../durable-objects/quota-do.ts";
+import type { Admission, QuotaDO, QuotaReading } from "../../durable-objects/quota-do.ts";
 
 export interface QuotaCounter {
   spec: QuotaLimiterConfig;
@@ -63,9 +63,8 @@ export async function admitQuotas(env: Env, counters: QuotaCounter[], reservatio
   if (refused >= 0) {
     await settleQuotas(env, counters.filter((_, index) => results[index]!.ok), reservationId, 0);
     const counter = counters[refused]!;
-    const left = (results[refused] as { available: number }).available;
+    const { available: left, needed: wanted } = results[refused] as Extract<Admission, { ok: false }>;
     const who = counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
-    const wanted = Math.min(needed, limiterCapacity(counter.spec));
     return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${wanted} tokens are needed`);
   }
   const admitted: AvailableQuotas = {};
