@@ -1,7 +1,11 @@
 // Settings that load but that this release does not act on. An operator bringing a configuration
 // written for the original system is told, once per isolate that loads it, which of its settings do
 // nothing here, rather than finding out by surprise. Entries leave this list as features land.
-import { isUnifiedRag, type Config } from "./schema.ts";
+import type * as z from "zod";
+import { InferenceBackendSchema, isUnifiedRag, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
+
+/** Whether `value` differs from what `field` of the schema gives when the setting is left out. */
+const changed = (value: unknown, field: z.ZodType) => JSON.stringify(value) !== JSON.stringify(field.parse(undefined));
 
 /** Every knowledge store, in either form of the rag sections. */
 const stores = (config: Config) => (config.rag !== undefined && isUnifiedRag(config.rag) ? config.rag.byok.stores : config.byok_rag);
@@ -15,32 +19,26 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["azure_entra_id", (config) => config.azure_entra_id !== undefined],
   ["skills.paths", (config) => config.skills.paths.length > 0],
   ["service.tls_config", (config) => Object.values(config.service.tls_config).some((value) => value !== undefined)],
-  ["service.workers", (config) => config.service.workers !== 1],
-  ["service.root_path", (config) => config.service.root_path !== ""],
+  ["service.workers", (config) => changed(config.service.workers, ServiceSchema.shape.workers)],
+  ["service.root_path", (config) => changed(config.service.root_path, ServiceSchema.shape.root_path)],
   ["authentication.skip_tls_verification", (config) => config.authentication.skip_tls_verification],
   ["authentication.k8s_ca_cert_path", (config) => config.authentication.k8s_ca_cert_path !== undefined],
   // A Worker has no start-up to retry a connection at (SPEC "Limits"): every request reports the
   // backend's state as it finds it, at once, and turn calls are never retried.
-  ["inference_backend.max_retries", (config) => config.inference_backend.max_retries !== 2],
-  ["inference_backend.retry_delay", (config) => config.inference_backend.retry_delay !== 1],
+  ["inference_backend.max_retries", (config) => changed(config.inference_backend.max_retries, InferenceBackendSchema.shape.max_retries)],
+  ["inference_backend.retry_delay", (config) => changed(config.inference_backend.retry_delay, InferenceBackendSchema.shape.retry_delay)],
   ["inference_backend.library_client_config_path", (config) => config.inference_backend.library_client_config_path !== undefined],
-  [
-    "inference_backend.config",
-    ({ inference_backend: { config } }) => config.baseline !== "default" || config.profile !== undefined || config.native_override !== undefined,
-  ],
+  ["inference_backend.config", (config) => changed(config.inference_backend.config, InferenceBackendSchema.shape.config)],
   // Logging is the Workers runtime's (wrangler tail, Logpush); authentication is the module's.
-  ["service.color_log", (config) => !config.service.color_log],
-  ["service.access_log", (config) => !config.service.access_log],
+  ["service.color_log", (config) => changed(config.service.color_log, ServiceSchema.shape.color_log)],
+  ["service.access_log", (config) => changed(config.service.access_log, ServiceSchema.shape.access_log)],
   ["service.auth_enabled", (config) => config.service.auth_enabled],
   // The cron trigger runs the quota scheduler every minute; its store is the database section's.
-  [
-    "quota_handlers.scheduler",
-    ({ quota_handlers: { scheduler } }) => scheduler.period !== 1 || scheduler.database_reconnection_count !== 10 || scheduler.database_reconnection_delay !== 1,
-  ],
+  ["quota_handlers.scheduler", (config) => changed(config.quota_handlers.scheduler, QuotaHandlersSchema.shape.scheduler)],
   ["customization.profile_path", (config) => config.customization.profile_path !== undefined],
   ["customization.custom_profile.path", (config) => config.customization.custom_profile?.path !== undefined],
   // The Postgres store goes through its ws_proxy, which owns the connection to the server.
-  ["database.postgres.gss_encmode", (config) => config.database.postgres !== undefined && config.database.postgres.gss_encmode !== "prefer"],
+  ["database.postgres.gss_encmode", (config) => config.database.postgres !== undefined && changed(config.database.postgres.gss_encmode, PostgresSchema.shape.gss_encmode)],
   ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.
