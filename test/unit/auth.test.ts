@@ -222,6 +222,24 @@ describe("jwk-token", () => {
     }
   });
 
+  it("fetches the key set again for a key it lacks, at most every 30 s", async () => {
+    const auth = jwkAuth(freshUrl());
+    await auth(bearer(await jwks.sign(CLAIMS)));
+    const before = jwks.requests();
+    const unknown = await jwks.sign(CLAIMS, { unknownKey: true });
+    await expect401(auth(bearer(unknown)), "Token signed by unknown key");
+    expect(jwks.requests() - before).toBe(0);
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 31_000 });
+    try {
+      await expect401(auth(bearer(unknown)), "Token signed by unknown key");
+      expect(jwks.requests() - before).toBe(1);
+      await expect401(auth(bearer(unknown)), "Token signed by unknown key");
+      expect(jwks.requests() - before).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("fetches the key set once per URL, shared by authenticators", async () => {
     const url = freshUrl();
     const before = jwks.requests();

@@ -12,7 +12,7 @@ import { log } from "../log.ts";
 /** Signature algorithms accepted; SPEC leaves them open, these are what identity providers issue. */
 export const ACCEPTED_ALGORITHMS = ["RS256", "ES256"];
 
-/** How long fetched keys serve before they are fetched again, and how often an unknown kid may refetch. */
+/** How long fetched keys serve before they are fetched again, and how often an unknown or unusable key may refetch. */
 const KEYS_MAX_AGE_MS = 600_000;
 const UNKNOWN_KID_REFETCH_MS = 30_000;
 const KEY_SERVER_TIMEOUT_MS = 5_000;
@@ -24,6 +24,7 @@ const keySets = new Map<string, { jwks: JSONWebKeySet; fetchedAt: number }>();
 
 const keyServerFailed = () => errors.unauthorized("Authentication key server returned invalid data");
 const MALFORMED_KEYS = "Authentication keys are malformed";
+const UNKNOWN_KEY = "Token signed by unknown key";
 
 async function fetchKeySet(url: string): Promise<{ jwks: JSONWebKeySet; fetchedAt: number }> {
   let jwks: unknown;
@@ -43,20 +44,12 @@ async function fetchKeySet(url: string): Promise<{ jwks: JSONWebKeySet; fetchedA
   return entry;
 }
 
-/**
- * The keys of `url` as jose's key lookup: fetched when absent or old, and fetched again once when a
- * token names a key the cached set lacks (a rotation), at most every 30 seconds.
- */
+/** The keys of `url` as jose's key lookup: fetched when absent or older than KEYS_MAX_AGE_MS. */
 function keySetFor(url: string): JWTVerifyGetKey {
   return async (header, token) => {
     let entry = keySets.get(url);
     if (!entry || Date.now() - entry.fetchedAt > KEYS_MAX_AGE_MS) entry = await fetchKeySet(url);
-    try {
-      return await createLocalJWKSet(entry.jwks)(header, token);
-    } catch (error) {
-      if (!(error instanceof joseErrors.JWKSNoMatchingKey) || Date.now() - entry.fetchedAt < UNKNOWN_KID_REFETCH_MS) throw error;
-      return createLocalJWKSet((await fetchKeySet(url)).jwks)(header, token);
-    }
+    return createLocalJWKSet(entry.jwks)(header, token);
   };
 }
 
@@ -94,7 +87,7 @@ function tokenError(error: unknown): unknown {
     return errors.unauthorized(MALFORMED_KEYS);
   }
   if (error instanceof joseErrors.JWTExpired) return errors.unauthorized("Token has expired");
-  if (error instanceof joseErrors.JWKSNoMatchingKey) return errors.unauthorized("Token signed by unknown key");
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return errors.unauthorized(UNKNOWN_KEY);
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return errors.unauthorized("Invalid token signature");
   // Another algorithm (HS256, none, ...) cannot carry a signature this gateway accepts.
   if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) {
@@ -109,16 +102,20 @@ function tokenError(error: unknown): unknown {
   return error;
 }
 
+/** Failures the key set may be behind: fetched again, its keys may serve (see verifyWithKeysOf). */
+const STALE_KEYS_CAUSES = new Set([UNKNOWN_KEY, MALFORMED_KEYS]);
+
 /**
- * Verifies against the key set of `url`. A set whose key failed is fetched again once (a key
- * server that published a broken key and has mended it), at most every 30 seconds.
+ * Verifies against the key set of `url`. When the token names a key the cached set lacks (a
+ * rotation) or one it cannot use (a key server that published a broken key and has mended it), the
+ * set is fetched again once, at most every 30 seconds.
  */
 async function verifyWithKeysOf(url: string, token: string, keySet: JWTVerifyGetKey, requireExp: boolean): Promise<JWTPayload> {
   try {
     return await verify(token, keySet, requireExp);
   } catch (error) {
     const fetchedAt = keySets.get(url)?.fetchedAt ?? 0;
-    if (!(error instanceof ApiError && error.cause === MALFORMED_KEYS) || Date.now() - fetchedAt < UNKNOWN_KID_REFETCH_MS) throw error;
+    if (!(error instanceof ApiError && STALE_KEYS_CAUSES.has(error.cause)) || Date.now() - fetchedAt < UNKNOWN_KID_REFETCH_MS) throw error;
     keySets.delete(url);
     return verify(token, keySet, requireExp);
   }
