@@ -94,8 +94,8 @@ export const errors = {
   /** A conversation that has no room for another turn (README "Limits"). */
   conversationFull: (limit: number) =>
     new ApiError(413, "Prompt is too long", `The conversation keeps at most ${limit} characters of turns and has no room for this one; start a new conversation, or continue from an earlier response.`),
-  conversationForbidden: (userId: string, conversationId: string) =>
-    new ApiError(403, "User does not have permission to perform this action", `User ${userId} does not have permission to read conversation with ID ${conversationId}`),
+  conversationForbidden: (userId: string, conversationId: string, operation: "read" | "update" | "delete" = "read") =>
+    new ApiError(403, "User does not have permission to perform this action", `User ${userId} does not have permission to ${operation} conversation with ID ${conversationId}`),
   fileTooLarge: (limit: number) => new ApiError(413, "File too large", `The file exceeds the maximum size of ${limit} bytes.`),
 
   /** A conversation with as many turns waiting as its object holds (README "Limits"). */

@@ -122,13 +122,17 @@ describe("conversation views", () => {
       expect(res.status, `${method} ${path}`).toBe(403);
       expect(res.body.detail.response).toBe("User does not have permission to perform this action");
     }
-    expect((await callJson(`/v1/conversations/${id}`, { method: "PUT", json: { topic_summary: "mine now" }, user: "eve" })).status).toBe(403);
+    for (const [method, operation] of [["PUT", "update"], ["DELETE", "delete"]] as const) {
+      const res = await callJson<{ detail: { cause: string } }>(`/v1/conversations/${id}`, { method, json: method === "PUT" ? { topic_summary: "mine now" } : undefined, user: "eve" });
+      expect(res.status).toBe(403);
+      expect(res.body.detail.cause).toBe(`User eve does not have permission to ${operation} conversation with ID ${id}`);
+    }
     expect((await callJson<{ conversations: unknown[] }>("/v1/conversations", { user: "eve" })).body.conversations).toEqual([]);
     expect((await callJson(`/v1/conversations/${id}`, { user: "dave" })).status).toBe(200);
   });
 
   it("answers malformed ids with 400 on every conversation endpoint, unknown well-formed ids with 404", async () => {
-    const malformed = ["abc", `conv_${"a".repeat(48)}`, "A".repeat(48), "a".repeat(47)];
+    const malformed = ["abc", `conv_${"a".repeat(47)}`, "A".repeat(48), "a".repeat(47), "123e4567-e89b-12d3-a456-42661417400"];
     for (const id of malformed) {
       for (const [method, path] of [
         ["GET", `/v1/conversations/${id}`],
@@ -145,9 +149,32 @@ describe("conversation views", () => {
         });
       }
     }
-    const unknown = "0".repeat(48);
-    expect((await callJson(`/v2/conversations/${unknown}`, { user: "dave" })).status).toBe(404);
-    expect((await callJson(`/v1/conversations/${unknown}`, { method: "PUT", json: { topic_summary: "x" }, user: "dave" })).status).toBe(404);
+    // A UUID is a form the original system accepts; no conversation here has one.
+    for (const unknown of ["0".repeat(48), `conv_${"0".repeat(48)}`, "123e4567-e89b-12d3-a456-426614174000"]) {
+      expect((await callJson(`/v2/conversations/${unknown}`, { user: "dave" })).status, unknown).toBe(404);
+      expect((await callJson(`/v1/conversations/${unknown}`, { method: "PUT", json: { topic_summary: "x" }, user: "dave" })).status, unknown).toBe(404);
+      expect(await callJson(`/v1/conversations/${unknown}`, { method: "DELETE", user: "dave" }), unknown).toEqual({
+        status: 200,
+        body: { conversation_id: unknown.replace("conv_", ""), deleted: false, success: true, response: "Conversation not found" },
+      });
+    }
+  });
+
+  it("takes the backend form of an id, which the responses endpoint hands out, on every conversation endpoint", async () => {
+    const { body } = await callJson<{ conversation: string }>("/v1/responses", { json: { input: "hello" }, user: "dave" });
+    expect(body.conversation).toMatch(/^conv_[0-9a-f]{48}$/);
+    const id = body.conversation.slice("conv_".length);
+    for (const version of ["v1", "v2", "v3"]) {
+      const detail = await callJson<{ conversation_id: string }>(`/${version}/conversations/${body.conversation}`, { user: "dave" });
+      expect(detail.status, version).toBe(200);
+      expect(detail.body.conversation_id).toBe(id);
+    }
+    expect(await callJson(`/v2/conversations/${body.conversation}`, { method: "PUT", json: { topic_summary: "Greetings" }, user: "dave" })).toEqual({
+      status: 200,
+      body: { conversation_id: id, success: true, message: "Topic summary updated successfully" },
+    });
+    expect((await callJson(`/v1/conversations/${body.conversation}`, { method: "DELETE", user: "dave" })).body).toMatchObject({ conversation_id: id, deleted: true });
+    expect((await callJson(`/v1/conversations/${id}`, { user: "dave" })).status).toBe(404);
   });
 });
 

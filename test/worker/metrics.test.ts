@@ -41,6 +41,7 @@ describe("request metrics", () => {
     expect((await call("/liveness")).status).toBe(200);
     expect((await call("/v1/prompts/not-a-prompt-id")).status).toBe(400);
     expect((await call("/v1/prompts/also-not-one")).status).toBe(400);
+    expect((await call(`/v1/conversations/${"0".repeat(48)}`)).status).toBe(404);
     expect((await call("/v1/models", { config: locked })).status).toBe(401);
     expect((await call("/v1/nothing-here")).status).toBe(404);
     expect((await call("/liveness", { method: "DELETE" })).status).toBe(404);
@@ -49,6 +50,8 @@ describe("request metrics", () => {
     expect(calls(after, "/liveness", 200) - calls(before, "/liveness", 200)).toBe(2);
     expect(calls(after, "/v1/prompts/{prompt_id}", 400) - calls(before, "/v1/prompts/{prompt_id}", 400)).toBe(2);
     expect(calls(after, "/v1/models", 401) - calls(before, "/v1/models", 401)).toBe(1);
+    // SPEC's parameter names.
+    expect(calls(after, "/v1/conversations/{conversation_id}", 404) - calls(before, "/v1/conversations/{conversation_id}", 404)).toBe(1);
     expect(calls(after, "(unmatched)", 404) - calls(before, "(unmatched)", 404)).toBe(2);
     // No series per concrete id or unknown path.
     expect(after.samples.some((sample) => /not-a-prompt-id|nothing-here/.test(JSON.stringify(sample.labels)))).toBe(false);
@@ -147,6 +150,17 @@ describe("the recording API of the turn engine", () => {
     const failure = { ...labels, result: "failure" };
     expect(["120.0", "+Inf"].map((le) => m.get("ls_llm_inference_duration_seconds_bucket", { ...failure, le }))).toEqual([0, 1]);
     expect(m.get("ls_llm_validation_errors_total", { endpoint: "/v1/metrics-test" })).toBe(2);
+  });
+
+  it("shows a request's figures to a scrape right after it, while the isolate's flush still gathers", async () => {
+    const ctx = createExecutionContext();
+    // Starts this isolate's flush, which gathers for the flush delay before it sends.
+    recordValidationError(env, ctx, "/v1/scrape-at-once");
+    const response = await call("/metrics");
+    expect(parseExposition(await response.text()).get("ls_llm_validation_errors_total", { endpoint: "/v1/scrape-at-once" })).toBe(1);
+    await waitOnExecutionContext(ctx);
+    // The flush the scrape took over sends nothing twice.
+    expect((await scrape()).get("ls_llm_validation_errors_total", { endpoint: "/v1/scrape-at-once" })).toBe(1);
   });
 
   it("reaches /metrics from inside a Durable Object, which starts the flush without awaiting it", async () => {

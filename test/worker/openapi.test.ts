@@ -80,7 +80,7 @@ describe("GET /openapi.json", () => {
     const document = await fetchDocument();
     const served = servedRoutes();
     // Sanity: the enumeration sees the routes of every sub-app, these pages included.
-    expect(served).toEqual(expect.arrayContaining(["get /", "get /openapi.json", "get /docs", "post /v1/query", "delete /v1/conversations/{id}", "post /a2a"]));
+    expect(served).toEqual(expect.arrayContaining(["get /", "get /openapi.json", "get /docs", "post /v1/query", "delete /v1/conversations/{conversation_id}", "post /a2a"]));
     expect(documentedRoutes(document)).toEqual(served);
   });
 

@@ -16,13 +16,13 @@ export const ACTIONS = {
   responses: "responses",
   /** POST /v1/streaming_query (v2, unversioned) and /v1/streaming_query/interrupt */
   streamingQuery: "streaming_query",
-  /** GET /v1|v2|v3/conversations/{id} */
+  /** GET /v1|v2|v3/conversations/{conversation_id} */
   getConversation: "get_conversation",
   /** GET /v1|v2|v3/conversations */
   listConversations: "list_conversations",
-  /** DELETE /v1|v2/conversations/{id} */
+  /** DELETE /v1|v2/conversations/{conversation_id} */
   deleteConversation: "delete_conversation",
-  /** PUT /v1|v2/conversations/{id} */
+  /** PUT /v1|v2/conversations/{conversation_id} */
   updateConversation: "update_conversation",
   /** POST /v1/feedback */
   feedback: "feedback",
@@ -34,7 +34,7 @@ export const ACTIONS = {
   shields: "get_shields",
   /** GET /v1/providers */
   providers: "list_providers",
-  /** GET /v1/providers/{id} */
+  /** GET /v1/providers/{provider_id} */
   provider: "get_provider",
   /** GET /v1/rags */
   listRags: "list_rags",

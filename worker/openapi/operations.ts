@@ -147,7 +147,7 @@ const json = (schema: ResponseName): Content => ({ kind: "json", schema });
 /** Errors of every endpoint that runs a turn: model, size, validation, quota, backend. */
 const TURN_ERRORS: ErrorStatus[] = [403, 404, 413, 422, 429, 503];
 
-const CONVERSATION_ID = "The conversation's id: 48 hexadecimal characters (a malformed one is a 400)";
+const CONVERSATION_ID = "The conversation's id: 48 hexadecimal characters, or the backend form with `conv_` before them (a malformed one is a 400)";
 const PROMPT_ID = "`pmpt_` + 48 hexadecimal characters";
 const STORE_ID = "The configured rag_id, or the backend's vector store id for stores the configuration does not name";
 
@@ -218,11 +218,11 @@ function conversationOperations(): Operation[] {
       },
       {
         method: "get",
-        path: `/${version}/conversations/{id}`,
+        path: `/${version}/conversations/{conversation_id}`,
         tag: "Conversations",
         summary: "A conversation and its turns",
         access: ACTIONS.getConversation,
-        params: { id: CONVERSATION_ID },
+        params: { conversation_id: CONVERSATION_ID },
         success: { description: "The conversation", content: json(version === "v3" ? "ConversationDetailV3" : "ConversationDetail") },
         errors: [400, 404],
       },
@@ -231,22 +231,22 @@ function conversationOperations(): Operation[] {
     operations.push(
       {
         method: "delete",
-        path: `/${version}/conversations/{id}`,
+        path: `/${version}/conversations/{conversation_id}`,
         tag: "Conversations",
         summary: "Delete a conversation",
         description: "Always 200: `deleted` says whether there was one to delete.",
         access: ACTIONS.deleteConversation,
-        params: { id: CONVERSATION_ID },
+        params: { conversation_id: CONVERSATION_ID },
         success: { description: "The outcome", content: json("ConversationDeleteResponse") },
         errors: [400],
       },
       {
         method: "put",
-        path: `/${version}/conversations/{id}`,
+        path: `/${version}/conversations/{conversation_id}`,
         tag: "Conversations",
         summary: "Change a conversation's topic summary",
         access: ACTIONS.updateConversation,
-        params: { id: CONVERSATION_ID },
+        params: { conversation_id: CONVERSATION_ID },
         body: { schema: "ConversationUpdateRequest" },
         success: { description: "Updated", content: json("ConversationUpdateResponse") },
         errors: [400, 404, 422],
@@ -653,11 +653,11 @@ function providerOperations(): Operation[] {
     },
     {
       method: "get",
-      path: "/v1/providers/{id}",
+      path: "/v1/providers/{provider_id}",
       tag: "Providers",
       summary: "One provider, its configuration redacted, and its health",
       access: ACTIONS.provider,
-      params: { id: "The provider's id" },
+      params: { provider_id: "The provider's id" },
       success: { description: "The provider", content: json("ProviderResponse") },
       errors: [404],
     },

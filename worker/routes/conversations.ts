@@ -10,7 +10,7 @@ import type { StoredTurn } from "../domain/conversation.ts";
 import { errors } from "../errors.ts";
 import { guard, userMayActOnOthers } from "../middleware.ts";
 import type { ConversationRecord } from "../storage/store.ts";
-import { isNormalizedId } from "../turn/conversation-id.ts";
+import { normalizeAnyForm } from "../turn/conversation-id.ts";
 import { conversationStub } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 
@@ -44,16 +44,24 @@ function chatTurn(turn: StoredTurn) {
   };
 }
 
-/** The path id, checked for format (400). */
-function pathId(c: Context<AppEnv>): string {
-  const id = c.req.param("id") ?? "";
-  if (!isNormalizedId(id)) throw errors.invalidConversationId(id);
-  return id;
+/**
+ * The path's conversation id in its normalized form. Both of SPEC's forms are accepted (the
+ * responses endpoint hands out the backend form), and a UUID, which the original system also takes
+ * and no conversation here has, is one that is not found (null); anything else is a 400.
+ */
+function pathId(c: Context<AppEnv>): string | null {
+  const raw = c.req.param("conversation_id") ?? "";
+  const id = normalizeAnyForm(raw);
+  if (id !== null) return id;
+  if (UUID.test(raw)) return null;
+  throw errors.invalidConversationId(raw);
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** The answer of the conversation's Durable Object about access, as SPEC's errors. */
-function accessError(c: Context<AppEnv>, access: "not_found" | "forbidden", id: string) {
-  return access === "not_found" ? errors.notFound("Conversation", id) : errors.conversationForbidden(c.get("auth").userId, id);
+function accessError(c: Context<AppEnv>, access: "not_found" | "forbidden", id: string, operation: "read" | "update" | "delete") {
+  return access === "not_found" ? errors.notFound("Conversation", id) : errors.conversationForbidden(c.get("auth").userId, id, operation);
 }
 
 export const UpdateSchema = z.strictObject({ topic_summary: z.string().min(1).max(1000) });
@@ -73,11 +81,12 @@ for (const version of ["v1", "v2", "v3"]) {
     });
   });
 
-  conversations.get(`/${version}/conversations/:id`, guard(ACTIONS.getConversation), async (c) => {
+  conversations.get(`/${version}/conversations/:conversation_id`, guard(ACTIONS.getConversation), async (c) => {
     const id = pathId(c);
+    if (id === null) throw errors.notFound("Conversation", c.req.param("conversation_id"));
     // The conversation's own Durable Object answers, so a turn just answered is already there.
     const found = await conversationStub(c.env, id).describe(c.get("auth").userId, userMayActOnOthers(c, "read"));
-    if (typeof found === "string") throw accessError(c, found, id);
+    if (typeof found === "string") throw accessError(c, found, id, "read");
     const chat_history = found.turns.filter((turn) => turn.status !== "failed").map(chatTurn);
     if (version === "v3") return c.json({ conversation_id: id, created_at: found.createdAt, chat_history });
     return c.json({ conversation_id: id, chat_history });
@@ -85,25 +94,30 @@ for (const version of ["v1", "v2", "v3"]) {
 
   if (version === "v3") continue;
 
-  conversations.delete(`/${version}/conversations/:id`, guard(ACTIONS.deleteConversation), async (c) => {
+  conversations.delete(`/${version}/conversations/:conversation_id`, guard(ACTIONS.deleteConversation), async (c) => {
     const id = pathId(c);
-    const outcome = await conversationStub(c.env, id).destroy(c.get("auth").userId, userMayActOnOthers(c, "delete"));
-    if (outcome === "forbidden") throw accessError(c, outcome, id);
-    // After the Durable Object, which no longer feeds the record once it has answered.
-    if (outcome === "ok") await c.get("store").conversations.delete(id);
+    let deleted = false;
+    if (id !== null) {
+      const outcome = await conversationStub(c.env, id).destroy(c.get("auth").userId, userMayActOnOthers(c, "delete"));
+      if (outcome === "forbidden") throw accessError(c, outcome, id, "delete");
+      deleted = outcome === "ok";
+      // After the Durable Object, which no longer feeds the record once it has answered.
+      if (deleted) await c.get("store").conversations.delete(id);
+    }
     return c.json({
-      conversation_id: id,
-      deleted: outcome === "ok",
+      conversation_id: id ?? c.req.param("conversation_id"),
+      deleted,
       success: true,
-      response: outcome === "ok" ? "Conversation deleted successfully" : "Conversation not found",
+      response: deleted ? "Conversation deleted successfully" : "Conversation not found",
     });
   });
 
-  conversations.put(`/${version}/conversations/:id`, guard(ACTIONS.updateConversation), async (c) => {
+  conversations.put(`/${version}/conversations/:conversation_id`, guard(ACTIONS.updateConversation), async (c) => {
     const id = pathId(c);
     const { topic_summary } = await readJson(c, UpdateSchema);
+    if (id === null) throw errors.notFound("Conversation", c.req.param("conversation_id"));
     const outcome = await conversationStub(c.env, id).setTopicSummary(id, c.get("auth").userId, userMayActOnOthers(c, "update"), topic_summary);
-    if (outcome !== "ok") throw accessError(c, outcome, id);
+    if (outcome !== "ok") throw accessError(c, outcome, id, "update");
     return c.json({ conversation_id: id, success: true, message: "Topic summary updated successfully" });
   });
 }

@@ -69,9 +69,9 @@ providers.get("/v1/providers", guard(ACTIONS.providers), async (c) => {
   return c.json({ providers: grouped });
 });
 
-providers.get("/v1/providers/:id", guard(ACTIONS.provider), async (c) => {
+providers.get("/v1/providers/:provider_id", guard(ACTIONS.provider), async (c) => {
   const rt = c.get("rt");
-  const id = c.req.param("id");
+  const id = c.req.param("provider_id");
   const entry = (await providerEntries(rt)).find((candidate) => candidate.provider_id === id);
   if (!entry) throw errors.notFound("Provider", id);
   // A backend's own health; anything else (shield providers, providers the default backend serves) is the default backend's.
