@@ -131,8 +131,8 @@ function isCount(value: number | null | undefined): value is number {
 }
 
 /**
- * Sends what this isolate holds and waits for it, when no other request's flush is running (a
- * scrape calls this before reading, so it sees at least its own isolate's figures). Never throws.
+ * Sends what this isolate holds and waits for it, taking over from a flush under way (a scrape
+ * calls this before reading, so it sees at least its own isolate's figures). Never throws.
  */
 export async function flushNow(env: MetricsEnv): Promise<void> {
   const namespace = metricsNamespace(env);
@@ -152,10 +152,14 @@ function flushSoon(env: MetricsEnv, ctx: MetricsContext): void {
   }
 }
 
-/** A token if the caller may lead a flush now; null while another leads, after a failure, or with nothing to send. */
-function claimLeadership(now: number, ignoreBackoff: boolean): number | null {
-  if (leader && now - leader.progressAt < STALE_LEADER_MS) return null;
-  if (!ignoreBackoff && now < retryAt) return null;
+/**
+ * A token if the caller may lead a flush now; null while another leads, after a failure, or with
+ * nothing to send. A scrape takes over from a leader still gathering or sending (that leader stops
+ * at its next step): it wants this isolate's figures now, and a batch sent twice is applied once.
+ */
+function claimLeadership(now: number, scrape: boolean): number | null {
+  if (!scrape && leader && now - leader.progressAt < STALE_LEADER_MS) return null;
+  if (!scrape && now < retryAt) return null;
   if (!sealed && pending.size === 0) return null;
   leader = { token: ++leaders, progressAt: now };
   return leader.token;
@@ -168,7 +172,9 @@ async function lead(namespace: MetricsNamespace, token: number, gatherMs: number
       if (!sealed) {
         if (gatherMs > 0) {
           await new Promise((resolve) => setTimeout(resolve, gatherMs));
-          if (leader?.token === token) leader.progressAt = Date.now();
+          // A scrape that took over meanwhile sends what gathered (and what follows).
+          if (leader?.token !== token) break;
+          leader.progressAt = Date.now();
         }
         if (pending.size === 0) break;
         sealed = { shard: randomShard(), batch: { sender: (sender ??= crypto.randomUUID()), seq: ++seq, rows: pending.take() } };
