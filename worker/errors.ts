@@ -45,6 +45,9 @@ export const errors = {
   invalidFormat: (cause: string) => new ApiError(422, "Invalid request format", cause),
   missingAttributes: (cause: string) => new ApiError(422, "Missing required attributes", cause),
   invalidValue: (cause: string) => new ApiError(422, "Invalid attribute value", cause),
+  /** A per-request system prompt while customization.disable_query_system_prompt is set. */
+  instructionsRejected: (field: string) =>
+    new ApiError(422, "instructions rejected", `This service does not accept a per-request system prompt; remove the \`${field}\` field from the request.`),
 
   unauthorized: (cause: string) =>
     new ApiError(401, "Missing or invalid credentials provided by client", cause, {

@@ -128,9 +128,13 @@ describe("two providers, one down, through the Worker's endpoints", () => {
     expect(JSON.parse(query.text).response).toContain("to ollama");
     const responses = await send("/v1/responses", { input: "to ollama too", model: "ollama/parley-large", stream: true, generate_topic_summary: false });
     expect(responses.status).toBe(200);
-    expect(responses.text).toContain("response.completed");
+    // Streamed, this server is asked for no usage (stream_usage false): the estimate is marked.
+    const completed = responses.text.split("\n").find((line) => line.startsWith("data: ") && line.includes('"type":"response.completed"'))!;
+    expect((JSON.parse(completed.slice("data: ".length)) as { response: { metadata: unknown } }).response.metadata).toEqual({ usage_estimated: "true" });
+    const reported = await send("/v1/responses", { input: "json", model: "ollama/parley-large", metadata: { mine: "1" }, generate_topic_summary: false });
+    expect((JSON.parse(reported.text) as { metadata: unknown }).metadata).toEqual({ mine: "1" });
     const sent = (await chatCalls()).slice(before).map((request) => request.body.model);
-    expect(sent).toEqual(["parley-small", "parley-large"]);
+    expect(sent).toEqual(["parley-small", "parley-large", "parley-large"]);
     expect((await send("/v1/query", { query: "to the default backend" })).status).toBe(200);
     const down = await send("/v1/query", { query: "to the one that is down", model: "parley-small", provider: "remote" });
     expect(down.status).toBe(404);

@@ -92,7 +92,10 @@ describe("POST /v1/query", () => {
     const disabled = testConfig({ customization: { disable_query_system_prompt: true } });
     const rejected = await ask({ query: "hi", system_prompt: "nope" }, { config: disabled });
     expect(rejected.status).toBe(422);
-    expect(JSON.stringify(rejected.body)).toContain("system_prompt");
+    // SPEC's errors: "instructions rejected" is the response text.
+    expect(rejected.body).toEqual({
+      detail: { response: "instructions rejected", cause: "This service does not accept a per-request system prompt; remove the `system_prompt` field from the request." },
+    });
   });
 
   it("sends attachments as input_file parts and names YAML resources", async () => {

@@ -142,7 +142,8 @@ describe("POST /v1/responses rules", () => {
     expect(echoedRequest(res.body.output_text as string).instructions).toBe("Answer in French.");
     const disabled = await post({ input: "x", instructions: "no" }, { config: testConfig({ customization: { disable_query_system_prompt: true } }) });
     expect(disabled.status).toBe(422);
-    expect(disabled.body.detail!.cause).toContain("instructions");
+    expect(disabled.body.detail!.response).toBe("instructions rejected");
+    expect(disabled.body.detail!.cause).toContain("`instructions`");
   });
 
   it("uses server tools by default, client tools instead, both with the merge header, and hides server MCP definitions", async () => {

@@ -21,7 +21,7 @@ import type { ResponsesParams } from "./chat-request.ts";
 export const USAGE_ESTIMATED_KEY = "usage_estimated";
 
 /** Whether the usage of `response` was estimated because the backend reported none. */
-export function usageWasEstimated(response: Pick<Response, "metadata"> | null | undefined): boolean {
+export function usageWasEstimated(response: Partial<Pick<Response, "metadata">> | null | undefined): boolean {
   return response?.metadata?.[USAGE_ESTIMATED_KEY] === "true";
 }
 

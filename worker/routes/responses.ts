@@ -4,6 +4,7 @@ import { Hono, type Context } from "hono";
 import type { Response as BackendResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
+import { USAGE_ESTIMATED_KEY, usageWasEstimated } from "../backends/chat-events.ts";
 import type { BackendParams, Item, ModelInfo, RagChunk, TurnEvent, TurnHead, TurnResult, WireError } from "../domain/conversation.ts";
 import { responsesEvent, type TelemetryOutcome } from "../data/splunk.ts";
 import { errors, type ApiError } from "../errors.ts";
@@ -195,7 +196,9 @@ function presenter(
     const output = response.output ?? [];
     const shownOutput = final && turn.inlineItem ? [turn.inlineItem as unknown as (typeof output)[number], ...output] : output;
     // Parley's own response id: it names the conversation, so previous_response_id finds it at once.
-    const object = responseObject({ ...response, id: turn.head.responseId, output: shownOutput }, shown, responseText({ output }));
+    // A usage the backend did not report and the chat translation estimated says so (README "Providers").
+    const fields = usageWasEstimated(response) ? { ...shown, metadata: { ...shown.metadata, [USAGE_ESTIMATED_KEY]: "true" } } : shown;
+    const object = responseObject({ ...response, id: turn.head.responseId, output: shownOutput }, fields, responseText({ output }));
     return final ? { ...object, available_quotas: final.quotas } : object;
   };
 }

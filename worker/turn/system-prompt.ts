@@ -17,7 +17,7 @@ export interface SystemPrompt {
 export function resolveSystemPrompt(rt: Runtime, requested: string | null | undefined, field: string): SystemPrompt {
   if (requested !== null && requested !== undefined) {
     if (rt.config.customization?.disable_query_system_prompt) {
-      throw errors.invalidValue(`instructions rejected: this service does not accept a per-request system prompt (field \`${field}\`)`);
+      throw errors.instructionsRejected(field);
     }
     return { text: requested, fromClient: true };
   }
