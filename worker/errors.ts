@@ -42,6 +42,8 @@ export const errors = {
   /** UPSTREAM's words for a record store that failed; `store` names which one the configuration chose. */
   databaseFailed: (store: string) => new ApiError(500, "Database query failed", `Failed to query the database (${store})`),
 
+  /** The noop modules' `?user_id=` given empty. */
+  emptyUserId: () => new ApiError(400, "user_id cannot be empty", "The user_id query parameter is empty: give a user id, or leave the parameter out for the default user."),
   invalidFormat: (cause: string) => new ApiError(422, "Invalid request format", cause),
   missingAttributes: (cause: string) => new ApiError(422, "Missing required attributes", cause),
   invalidValue: (cause: string) => new ApiError(422, "Invalid attribute value", cause),

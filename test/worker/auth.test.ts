@@ -120,4 +120,10 @@ describe("noop-with-token", () => {
       body: { user_id: "u-9", username: "lightspeed-user" },
     });
   });
+
+  it("refuses an empty ?user_id= (noop too), rather than acting as the default user", async () => {
+    const empty = { status: 400, body: { detail: { response: "user_id cannot be empty", cause: "The user_id query parameter is empty: give a user id, or leave the parameter out for the default user." } } };
+    expect(await callJson("/authorized?user_id=", { method: "POST", config, token: "anything" })).toEqual(empty);
+    expect(await callJson("/v1/conversations?user_id=")).toEqual(empty);
+  });
 });
