@@ -1,4 +1,6 @@
 import { Hono, type MiddlewareHandler } from "hono";
+import { METHOD_NAME_ALL } from "hono/router";
+import { TrieRouter } from "hono/router/trie-router";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./app-env.ts";
@@ -98,7 +100,27 @@ app.route("/", mcp);
 app.route("/", feedback);
 app.route("/", metrics);
 
-app.notFound((c) => renderError(errors.routeNotFound(c.req.path)));
+/**
+ * The methods each route path is served with, for a request no route took: a path served with
+ * other methods is a 405 naming them (as the original's FastAPI answers), any other a 404.
+ */
+let servedMethods: TrieRouter<string> | null = null;
+function methodsServing(path: string): string[] {
+  if (!servedMethods) {
+    servedMethods = new TrieRouter<string>();
+    // Middleware registered with use() is method ALL and serves no endpoint.
+    for (const route of app.routes) if (route.method !== "ALL") servedMethods.add(METHOD_NAME_ALL, route.path, route.method);
+  }
+  const methods = new Set(servedMethods.match("GET", path)[0].map(([method]) => method));
+  if (methods.has("GET")) methods.add("HEAD");
+  return [...methods];
+}
+
+app.notFound((c) => {
+  const allowed = methodsServing(c.req.path);
+  if (allowed.length > 0) return renderError(errors.methodNotAllowed(c.req.method, c.req.path, allowed));
+  return renderError(errors.routeNotFound(c.req.path));
+});
 
 app.onError((error, c) => {
   if (error instanceof ApiError) return renderError(error);

@@ -84,8 +84,8 @@ export const errors = {
     new ApiError(404, `${resource} not found`, `${resource} with ID ${id} does not exist`),
   modelNotFound: (model: string) => new ApiError(404, "Model not found", `Model with ID ${model} is not configured`),
   routeNotFound: (path: string) => new ApiError(404, "Not found", `No endpoint at ${path}`),
-  methodNotAllowed: (method: string, path: string) =>
-    new ApiError(405, "Method not allowed", `${method} is not allowed on ${path}`),
+  methodNotAllowed: (method: string, path: string, allowed: string[]) =>
+    new ApiError(405, "Method not allowed", `${method} is not allowed on ${path}; it serves ${allowed.join(", ")}`, { Allow: allowed.join(", ") }),
 
   conflict: (response: string, cause: string) => new ApiError(409, response, cause),
   /** An unknown, expired, other user's or other conversation's approval request. */

@@ -44,7 +44,7 @@ describe("request metrics", () => {
     expect((await call(`/v1/conversations/${"0".repeat(48)}`)).status).toBe(404);
     expect((await call("/v1/models", { config: locked })).status).toBe(401);
     expect((await call("/v1/nothing-here")).status).toBe(404);
-    expect((await call("/liveness", { method: "DELETE" })).status).toBe(404);
+    expect((await call("/liveness", { method: "DELETE" })).status).toBe(405);
     const after = await scrape();
 
     expect(calls(after, "/liveness", 200) - calls(before, "/liveness", 200)).toBe(2);
@@ -52,7 +52,8 @@ describe("request metrics", () => {
     expect(calls(after, "/v1/models", 401) - calls(before, "/v1/models", 401)).toBe(1);
     // SPEC's parameter names.
     expect(calls(after, "/v1/conversations/{conversation_id}", 404) - calls(before, "/v1/conversations/{conversation_id}", 404)).toBe(1);
-    expect(calls(after, "(unmatched)", 404) - calls(before, "(unmatched)", 404)).toBe(2);
+    expect(calls(after, "(unmatched)", 404) - calls(before, "(unmatched)", 404)).toBe(1);
+    expect(calls(after, "(unmatched)", 405) - calls(before, "(unmatched)", 405)).toBe(1);
     // No series per concrete id or unknown path.
     expect(after.samples.some((sample) => /not-a-prompt-id|nothing-here/.test(JSON.stringify(sample.labels)))).toBe(false);
     const durations = (m: Exposition) => m.get("ls_response_duration_seconds_count", { path: "/liveness" }) ?? 0;

@@ -35,6 +35,18 @@ describe("service endpoints with the bundled configuration", () => {
     expect(status).toBe(404);
     expect(body).toEqual({ detail: { response: "Not found", cause: "No endpoint at /v1/nothing-here" } });
   });
+
+  it("answers a method a path does not serve with 405 naming the ones it does", async () => {
+    const query = await call("/v1/query");
+    expect(query.status).toBe(405);
+    expect(query.headers.get("allow")).toBe("POST");
+    expect(await query.json()).toEqual({ detail: { response: "Method not allowed", cause: "GET is not allowed on /v1/query; it serves POST" } });
+    const detail = await call(`/v3/conversations/${"0".repeat(48)}`, { method: "DELETE" });
+    expect(detail.status).toBe(405);
+    expect(detail.headers.get("allow")).toBe("GET, HEAD");
+    const conversation = await call(`/v1/conversations/${"0".repeat(48)}`, { method: "PATCH" });
+    expect(conversation.headers.get("allow")?.split(", ").sort()).toEqual(["DELETE", "GET", "HEAD", "PUT"]);
+  });
 });
 
 describe("CORS", () => {
