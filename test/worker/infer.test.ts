@@ -61,7 +61,11 @@ describe("POST /v1/infer", () => {
   });
 
   it("maps backend failures: 503 unreachable, 429 rate limit, 413 context length", async () => {
-    expect((await infer({ question: "x #rate-limit" })).status).toBe(429);
+    // UPSTREAM's words for a backend's rate limit on this endpoint.
+    expect(await infer({ question: "x #rate-limit" })).toEqual({
+      status: 429,
+      body: { detail: { response: "The quota has been exceeded", cause: "Rate limit exceeded, please try again later" } },
+    });
     expect((await infer({ question: "x #context-too-long" })).status).toBe(413);
     const down = testConfig({ inference_backend: { url: "http://127.0.0.1:9/v1", max_retries: 0 } });
     expect((await infer({ question: "x" }, { config: down })).status).toBe(503);

@@ -6,6 +6,7 @@ import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
 import { inferEvent, type TelemetryOutcome } from "../data/splunk.ts";
+import { ApiError, errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import { quotaCounters, type QuotaCounter } from "../quota/quotas.ts";
 import { userMessage } from "../turn/attachments.ts";
@@ -97,7 +98,8 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
       transcript: true,
     });
     result = await runStatelessTurn(c.env, c.executionCtx, rt, { ...plan, requestId }, quotaCountersOf(c), c.req.raw.signal);
-  } catch (error) {
+  } catch (caught) {
+    const error = inferError(caught);
     report({ kind: "error", error });
     throw error;
   }
@@ -123,6 +125,18 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
     },
   });
 });
+
+/**
+ * UPSTREAM words a backend's rate limit on this endpoint as a quota refusal: 429 "The quota has
+ * been exceeded" / "Rate limit exceeded, please try again later" (the query endpoints name the model).
+ */
+function inferError(error: unknown): unknown {
+  const modelQuota = errors.modelQuotaExceeded("");
+  if (error instanceof ApiError && error.status === modelQuota.status && error.response === modelQuota.response) {
+    return errors.quotaExceeded("Rate limit exceeded, please try again later");
+  }
+  return error;
+}
 
 /** The question with what the terminal sent, as the original joins them. */
 function inferInput(question: string, body: InferRequest): string {
