@@ -100,6 +100,21 @@ describe("request metrics", () => {
   });
 });
 
+describe("a turn's call", () => {
+  it("counts the tokens the backend reported, and none for a stream that failed without reporting any", async () => {
+    const labels = { provider: "scripted", model: "parley-small", endpoint: "/v1/streaming_query" };
+    const figures = (m: Exposition) => ["ls_llm_calls_total", "ls_llm_calls_failures_total", "ls_llm_token_sent_total", "ls_llm_token_received_total"].map((name) => m.get(name, labels) ?? 0);
+    const before = figures(await scrape());
+    await (await call("/v1/streaming_query", { json: { query: "fails #fail-midstream" }, user: "metrics-tokens" })).text();
+    const failed = await scrapeWhen((m) => figures(m)[0] === before[0]! + 1);
+    expect(figures(failed)).toEqual([before[0]! + 1, before[1]! + 1, before[2], before[3]]);
+    await (await call("/v1/streaming_query", { json: { query: "answers" }, user: "metrics-tokens" })).text();
+    const answered = figures(await scrapeWhen((m) => figures(m)[0] === before[0]! + 2));
+    expect(answered[2]).toBeGreaterThan(before[2]!);
+    expect(answered[3]).toBeGreaterThan(before[3]!);
+  });
+});
+
 describe("delivery failures", () => {
   it("counts a failed delivery of what follows a turn (the record store refusing its record), which the outbox retries", async () => {
     const broken = testConfig({ database: { postgres: { ...inject("postgres"), namespace: "parley_no_such_schema" } } });

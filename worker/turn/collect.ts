@@ -3,6 +3,7 @@
 // it is released. JSON answers and blocked turns are turned into the same events, so one reader
 // serves every kind of answer.
 import type { Response as BackendResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
+import { usageWasEstimated } from "../backends/chat-events.ts";
 import type { ShieldConfig } from "../config/schema.ts";
 import type { TokenUsage, TurnStatus } from "../domain/conversation.ts";
 import { errors, type ApiError } from "../errors.ts";
@@ -18,6 +19,15 @@ export interface Collected {
   error: ApiError | null;
   /** Tokens the model used, when the backend reported them (an output-blocked answer keeps its own). */
   usage: TokenUsage | null;
+}
+
+/**
+ * The usage the backend itself reported, which the token metrics count (UPSTREAM: "when usage is
+ * present"): not the chat translation's estimate, and nothing for an answer that reported none
+ * (quotas are charged an estimate then, see turnOutcome; the metrics are not).
+ */
+export function reportedUsage(collected: Collected): TokenUsage | null {
+  return usageWasEstimated(collected.response) ? null : collected.usage;
 }
 
 /** An answer that failed before anything of it was read. */

@@ -15,7 +15,7 @@ import { loadRuntime, type Runtime } from "../runtime.ts";
 import { openStore } from "../storage/open-store.ts";
 import type { ConversationRecord } from "../storage/store.ts";
 import { conversationOfRequest, newConversationId, newResponseId } from "./conversation-id.ts";
-import { failedAnswer, type Collected } from "./collect.ts";
+import { failedAnswer, reportedUsage, type Collected } from "./collect.ts";
 import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type OpenAnswer, type PreparedTurn } from "./run.ts";
 import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
 import { EVENT_LINES, presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
@@ -357,7 +357,7 @@ export class ConversationDO extends ConversationDurableObject {
       const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
       const outcome = turnOutcome(rt, plan, ready, status, collected, head.responseId, inputBytes);
       const tokens = outcome.tokens.input + outcome.tokens.output;
-      if (!ready.verdict) recordCall(status !== "failed" || deleted, outcome.tokens);
+      if (!ready.verdict) recordCall(status !== "failed" || deleted, reportedUsage(collected));
       const entries = settled(tokens);
       if (rt.config.quota_handlers.enable_token_history && tokens > 0) {
         entries.push({ kind: "tokens", payload: { turnKey: requestId, userId, provider: outcome.turn.provider, model: outcome.turn.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output } });

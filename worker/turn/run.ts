@@ -254,7 +254,7 @@ export function transcriptOf(plan: TurnPlan, outcome: TurnOutcome): TranscriptIn
  * Records the turn's model call for /metrics once it has ended (from now: its duration), with the
  * tokens it used when it got that far.
  */
-export function modelCallRecorder(env: Env, ctx: MetricsContext, plan: TurnPlan, model: ModelInfo): (ok: boolean, tokens?: { input: number; output: number }) => void {
+export function modelCallRecorder(env: Env, ctx: MetricsContext, plan: TurnPlan, model: ModelInfo): (ok: boolean, tokens?: TokenUsage | null) => void {
   const called = Date.now();
   return (ok, tokens) =>
     recordLlmCall(env, ctx, {

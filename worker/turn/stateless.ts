@@ -11,7 +11,7 @@ import { recordDeliveryFailure, recordValidationError } from "../metrics/recorde
 import { admitQuotas, settleQuotas, type QuotaCounter } from "../quota/quotas.ts";
 import type { Runtime } from "../runtime.ts";
 import { openStore } from "../storage/open-store.ts";
-import type { Collected } from "./collect.ts";
+import { reportedUsage, type Collected } from "./collect.ts";
 import {
   checkContextWindow,
   chooseTurnModel,
@@ -77,7 +77,7 @@ export async function runStatelessTurn(env: Env, ctx: { waitUntil(promise: Promi
   const outcome = turnOutcome(rt, plan, prepared, status, collected, "", inputBytes);
   const tokens = outcome.tokens.input + outcome.tokens.output;
   settle(tokens);
-  if (!prepared.verdict) recordCall(status !== "failed", outcome.tokens);
+  if (!prepared.verdict) recordCall(status !== "failed", reportedUsage(collected));
   if (rt.config.quota_handlers.enable_token_history && tokens > 0) {
     const usage = { turnKey: plan.requestId, userId: plan.auth.userId, provider: outcome.turn.provider, model: outcome.turn.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output };
     follow("tokens", () => withStore(env, rt, (store) => store.tokenUsage.addOnce(usage)));
