@@ -201,6 +201,21 @@ describe("POST /v1/streaming_query", () => {
     expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 500, response: "Internal server error" } });
   });
 
+  it("lists a conversation whose first turn failed mid-stream only once a turn of it answers", async () => {
+    const user = "failed-first";
+    const listed = async () => (await callJson<{ conversations: Array<{ conversation_id: string; message_count: number; topic_summary: string }> }>("/v1/conversations", { user })).body.conversations;
+    const failedEvents = (await readSse(await call("/v1/streaming_query", { json: { query: "first #fail-midstream" }, user }))).map((e) => e.data as { event: string; data: { conversation_id?: string } });
+    const failed = failedEvents[0]!.data.conversation_id!;
+    const other = (await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "another" }, user })).body.conversation_id;
+    await eventually(async () => expect((await listed()).map((c) => c.conversation_id)).toContain(other));
+    // Fed from the same outbox delay: the failed one would be there by now.
+    expect((await listed()).map((c) => c.conversation_id)).toEqual([other]);
+    expect((await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${failed}`, { user })).body.chat_history).toEqual([]);
+    // Its id still goes on; from its first answer it is listed, with no topic summed up from the failure.
+    expect((await callJson("/v1/query", { json: { query: "again", conversation_id: failed }, user })).status).toBe(200);
+    await eventually(async () => expect((await listed()).find((c) => c.conversation_id === failed)).toMatchObject({ message_count: 1, topic_summary: "" }));
+  });
+
   it("emits tool_call and tool_result events", async () => {
     const response = await call("/v1/streaming_query", { json: { query: "#mcp-call:docs:lookup" }, user: "alice" });
     const names = (await readSse(response)).map((e) => (e.data as { event: string }).event);

@@ -447,8 +447,10 @@ export class ConversationDO extends ConversationDurableObject {
           const collected = await read(async (event) => {
             if (!shown || shown(event)) await lines.send({ type: "backend", event });
           });
-          await lines.send({ type: "finished", result: finish(collected) });
-          if (wantsTopic) void this.recordTopic(plan.conversationId, topic());
+          const result = finish(collected);
+          await lines.send({ type: "finished", result });
+          // A first turn that failed leaves nothing to sum up (and no entry in the lists, see record).
+          if (wantsTopic && result.status !== "failed") void this.recordTopic(plan.conversationId, topic());
         } catch (error) {
           // Only a fault of Parley's own lands here; the turn still ends and the stream closes.
           log.error(`conversation turn ${requestId}: its stream failed`, error);
@@ -520,9 +522,12 @@ export class ConversationDO extends ConversationDurableObject {
       for (const entry of entries as Entry[]) {
         current = entry.kind;
         switch (entry.kind) {
-          case "record":
-            await store.conversations.upsertSnapshot(this.record("conversationId" in entry.payload ? entry.payload.conversationId : entry.payload.id));
+          case "record": {
+            const record = this.record("conversationId" in entry.payload ? entry.payload.conversationId : entry.payload.id);
+            // Listed from its first turn that did not fail, as a JSON answer's failed first turn leaves none.
+            if (record.messageCount > 0) await store.conversations.upsertSnapshot(record);
             break;
+          }
           case "tokens":
             await store.tokenUsage.addOnce(entry.payload);
             break;
