@@ -40,10 +40,21 @@ function parseJsonText(text: string): unknown {
   return body;
 }
 
-/** Reads and validates the JSON body of a request against `schema`. */
+/**
+ * Reads and validates the JSON body of a request against `schema`. As in the original (FastAPI), a
+ * body is read as JSON when it comes without a content type or with a JSON one (application/json,
+ * application/…+json); any other is refused, so that a cross-site form or text/plain post, which
+ * browsers send without a CORS preflight, never reaches an endpoint.
+ */
 export async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
+  const type = c.req.header("content-type");
+  if (type !== undefined && !JSON_TYPE.test(type)) {
+    throw errors.invalidFormat(`the request body must be JSON (Content-Type: application/json), not ${type.split(";")[0]!.trim() || "an empty type"}`);
+  }
   return parseWith(schema, parseJsonText(await readText(c)));
 }
+
+const JSON_TYPE = /^\s*application\/([\w.+-]*\+)?json\s*(;|$)/i;
 
 /** Why a parsed JSON value may not be taken, when it nests deeper than MAX_JSON_DEPTH. */
 export function tooDeep(value: unknown): string | null {

@@ -134,6 +134,20 @@ describe("POST /v1/query", () => {
     expect(await broken.json()).toEqual({ detail: { response: "Invalid request format", cause: "request body could not be parsed" } });
   });
 
+  it("reads a body as JSON without a content type or with a JSON one, and refuses any other (a cross-site form post)", async () => {
+    const body = JSON.stringify({ query: "typed" });
+    for (const type of ["application/json; charset=utf-8", "application/vnd.api+json", null]) {
+      // Bytes, unlike a string, get no content type of their own.
+      const sent = await call("/v1/query", { body: new TextEncoder().encode(body), headers: type ? { "Content-Type": type } : {} });
+      expect(sent.status, String(type)).toBe(200);
+    }
+    for (const type of ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]) {
+      const refused = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { method: "POST", body, headers: { "Content-Type": type } });
+      expect(refused.status, type).toBe(422);
+      expect(refused.body.detail).toEqual({ response: "Invalid request format", cause: `the request body must be JSON (Content-Type: application/json), not ${type.split(";")[0]}` });
+    }
+  });
+
   it("maps backend failures: 413 for context length, 429 for rate limits", async () => {
     const tooLong = await ask({ query: "#context-too-long" });
     expect(tooLong.status).toBe(413);
