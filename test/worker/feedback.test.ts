@@ -189,6 +189,22 @@ describe("feedback status", () => {
     expect((await callJson("/v1/feedback/status", { config })).body).toMatchObject({ status: { enabled: true } });
   });
 
+  it("stays given way when feedback_enabled is changed back: an overridden switch is cleared, not revived", async () => {
+    await callJson("/v1/feedback/status", { method: "PUT", json: { status: false }, config });
+    // The operator restarts with feedback_enabled: false, and a check sees it ...
+    expect((await callJson("/v1/feedback/status", { config: disabled })).body).toMatchObject({ status: { enabled: false } });
+    expect(await env.DB.prepare("SELECT value FROM settings WHERE key = 'feedback.enabled'").first()).toBeNull();
+    // ... then with true again: the configuration's true, not the PUT's false.
+    expect((await callJson("/v1/feedback/status", { config })).body).toMatchObject({ status: { enabled: true } });
+    expect((await callJson("/v1/feedback", { json: submission({ sentiment: 1 }), user: OWNER, config })).status).toBe(200);
+  });
+
+  it("cannot see a round trip of feedback_enabled that no check observed: the switch still stands", async () => {
+    await callJson("/v1/feedback/status", { method: "PUT", json: { status: false }, config });
+    // (feedback_enabled went to false and back to true, and nothing read the switch meanwhile.)
+    expect((await callJson("/v1/feedback/status", { config })).body).toMatchObject({ status: { enabled: false } });
+  });
+
   it("PUT without a status switches feedback off (the original default); bad bodies are 422", async () => {
     const { body } = await callJson<{ status: Json }>("/v1/feedback/status", { method: "PUT", json: {}, config });
     expect(body.status).toMatchObject({ previous_status: true, updated_status: false });

@@ -218,6 +218,8 @@ export function createSqlStore(db: SqlRunner): Store {
           INSERT INTO settings (key, value, updated_at) VALUES (${key}, ${value}, ${now()})
           ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`);
       },
+      clear: async (key, value) =>
+        (await db.query(sql`DELETE FROM settings WHERE key = ${key} AND value = ${value} RETURNING key`)).length > 0,
     },
 
     sql: db,
