@@ -80,6 +80,8 @@ describe("POST /v1/feedback", () => {
       [submission({ categories: ["boring"] }), "Invalid attribute value", /categories\.0/],
       [submission({ user_feedback: "x".repeat(4097) }), "Invalid attribute value", /user_feedback: must be at most 4096 characters/],
       [submission({ conversation_id: "not-an-id", sentiment: 1 }), "Invalid attribute value", /conversation_id: Improper conversation ID not-an-id/],
+      // Only a lower-case conv_ prefix is one (the original's removeprefix("conv_")).
+      [submission({ conversation_id: `CONV_${"AB".repeat(24)}`, sentiment: 1 }), "Invalid attribute value", /conversation_id: Improper conversation ID CONV_ABAB/],
       [submission({ sentiment: 1, rating: 5 }), "Invalid attribute value", /unknown field\(s\): rating/],
       [{ conversation_id: conversationId, sentiment: 1 }, "Missing required attributes", /user_question, llm_response/],
     ];
@@ -99,7 +101,8 @@ describe("POST /v1/feedback", () => {
   });
 
   it("answers 404 for a conversation that does not exist, in any accepted form", async () => {
-    for (const id of ["0".repeat(48), `conv_${"0".repeat(48)}`, "123e4567-e89b-12d3-a456-426614174000"]) {
+    // The original's check takes hex of either case (Python's int(x, 16)) and looks the id up as given.
+    for (const id of ["0".repeat(48), `conv_${"0".repeat(48)}`, "123e4567-e89b-12d3-a456-426614174000", "AB".repeat(24), `conv_${"Ab".repeat(24)}`]) {
       const { status, body } = await callJson<ErrorBody>("/v1/feedback", { json: submission({ conversation_id: id, sentiment: 1 }), user: OWNER, config });
       expect(status).toBe(404);
       expect(body.detail.response).toBe("Conversation not found");
