@@ -120,10 +120,40 @@ describe("POST /v1/feedback", () => {
     expect(await storedObjects()).toEqual([]);
   });
 
+  it("refuses a request body over 2 MiB with 413, whether its length is announced or not, storing nothing", async () => {
+    const tooLarge = JSON.stringify(submission({ sentiment: 1, llm_response: "x".repeat(2 * 1024 * 1024) }));
+    const announced = await callJson<ErrorBody>("/v1/feedback", { body: tooLarge, headers: { "Content-Type": "application/json" }, user: OWNER, config });
+    // A body streamed without a Content-Length is counted as it is read.
+    const bytes = new TextEncoder().encode(tooLarge);
+    const streamed = await callJson<ErrorBody>("/v1/feedback", {
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let offset = 0; offset < bytes.length; offset += 64 * 1024) controller.enqueue(bytes.slice(offset, offset + 64 * 1024));
+          controller.close();
+        },
+      }),
+      headers: { "Content-Type": "application/json" },
+      user: OWNER,
+      config,
+    });
+    for (const { status, body } of [announced, streamed]) {
+      expect(status).toBe(413);
+      expect(body.detail).toEqual({ response: "Prompt is too long", cause: "The request exceeds the maximum size of 2097152 bytes." });
+    }
+    expect(await storedObjects()).toEqual([]);
+    // Just under the limit is taken.
+    const fits = submission({ sentiment: 1, llm_response: "" });
+    fits.llm_response = "y".repeat(2 * 1024 * 1024 - JSON.stringify(fits).length);
+    expect((await callJson("/v1/feedback", { json: fits, user: OWNER, config })).status).toBe(200);
+  });
+
   it("answers 403 when feedback is disabled, before looking at the body", async () => {
     const { status, body } = await callJson<ErrorBody>("/v1/feedback", { json: { nonsense: true }, user: OWNER, config: disabled });
     expect(status).toBe(403);
     expect(body.detail).toEqual({ response: "Storing feedback is disabled", cause: "Storing feedback is disabled." });
+    // Nor at its size.
+    const huge = await callJson<ErrorBody>("/v1/feedback", { json: { nonsense: "x".repeat(3 * 1024 * 1024) }, user: OWNER, config: disabled });
+    expect(huge.status).toBe(403);
   });
 
   it("needs the feedback action", async () => {
