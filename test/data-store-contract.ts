@@ -44,14 +44,14 @@ export function describeDataStoreContract(name: string, makeRunner: () => SqlRun
         expect(await objects.get("fb/none.json")).toBeNull();
       });
 
-      it("lists unsent objects oldest first, then by key, up to the limit", async () => {
+      it("lists unsent objects in no batch oldest first, then by key, up to the limit", async () => {
         await objects.record({ key: "t/c.json", kind: "transcript", bytes: 1, createdAt: at(2) });
         await objects.record({ key: "t/b.json", kind: "transcript", bytes: 1, createdAt: at(1) });
         await objects.record({ key: "t/a.json", kind: "transcript", bytes: 1, createdAt: at(2) });
         await objects.record({ key: "f/z.json", kind: "feedback", bytes: 1, createdAt: at(0) });
-        expect((await objects.unsent(10)).map((o) => o.key)).toEqual(["f/z.json", "t/b.json", "t/a.json", "t/c.json"]);
-        expect((await objects.unsent(2)).map((o) => o.key)).toEqual(["f/z.json", "t/b.json"]);
-        const first = (await objects.unsent(1))[0]!;
+        expect((await objects.unbatched(10)).map((o) => o.key)).toEqual(["f/z.json", "t/b.json", "t/a.json", "t/c.json"]);
+        expect((await objects.unbatched(2)).map((o) => o.key)).toEqual(["f/z.json", "t/b.json"]);
+        const first = (await objects.unbatched(1))[0]!;
         expect(first.createdAt).toMatch(ISO_UTC);
       });
 
@@ -63,16 +63,40 @@ export function describeDataStoreContract(name: string, makeRunner: () => SqlRun
         expect(await objects.markSent(["k1", "k2"], "parley-2.tar.gz", "2025-03-01T00:00:00.000Z")).toBe(0);
         expect(await objects.markSent([], "parley-3.tar.gz", at(0))).toBe(0);
         expect(await objects.get("k1")).toMatchObject({ sentAt: "2025-02-01T00:00:00.000Z", archive: "parley-1.tar.gz" });
-        expect((await objects.unsent(10)).map((o) => o.key)).toEqual(["k3"]);
+        expect((await objects.unbatched(10)).map((o) => o.key)).toEqual(["k3"]);
+      });
+
+      it("records a batch before its upload: its objects leave the unbatched list and come back as that batch until sent", async () => {
+        for (const [key, minute] of [["b1", 1], ["b2", 2], ["b3", 3], ["n1", 0]] as const) {
+          await objects.record({ key, kind: "transcript", bytes: 1, createdAt: at(minute) });
+        }
+        expect(await objects.recordedBatch()).toEqual([]);
+        expect(await objects.recordBatch(["b2", "b1", "unknown"], "parley-b.tar.gz")).toBe(2);
+        expect(await objects.recordBatch(["b3"], "parley-c.tar.gz")).toBe(1);
+        expect((await objects.unbatched(10)).map((o) => o.key)).toEqual(["n1"]);
+        // The oldest recorded batch first, whole, oldest object first.
+        expect((await objects.recordedBatch()).map((o) => [o.key, o.archive, o.sentAt])).toEqual([
+          ["b1", "parley-b.tar.gz", null],
+          ["b2", "parley-b.tar.gz", null],
+        ]);
+        expect(await objects.markSent(["b1", "b2"], "parley-b.tar.gz", at(10))).toBe(2);
+        expect((await objects.recordedBatch()).map((o) => o.key)).toEqual(["b3"]);
+        // A sent object is never recorded into another batch.
+        expect(await objects.recordBatch(["b1", "b3"], "parley-d.tar.gz")).toBe(1);
+        expect(await objects.get("b1")).toMatchObject({ archive: "parley-b.tar.gz" });
+        await objects.markSent(["b3"], "parley-d.tar.gz", at(11));
+        expect(await objects.recordedBatch()).toEqual([]);
       });
 
       it("handles key lists longer than one statement may bind (D1 allows 100 parameters)", async () => {
         const keys = Array.from({ length: 230 }, (_, i) => `bulk/${String(i).padStart(3, "0")}.json`);
         for (const key of keys) await objects.record({ key, kind: "transcript", bytes: 5, createdAt: at(0) });
+        expect(await objects.recordBatch(keys.slice(0, 200), "parley-bulk.tar.gz")).toBe(200);
+        expect(await objects.recordedBatch()).toHaveLength(200);
         expect(await objects.markSent(keys.slice(0, 200), "parley-bulk.tar.gz", at(5))).toBe(200);
-        expect((await objects.unsent(500)).map((o) => o.key)).toEqual(keys.slice(200));
+        expect((await objects.unbatched(500)).map((o) => o.key)).toEqual(keys.slice(200));
         expect(await objects.remove(keys)).toBe(230);
-        expect(await objects.unsent(500)).toEqual([]);
+        expect(await objects.unbatched(500)).toEqual([]);
       });
 
       it("finds objects sent before a time, oldest sent first, and removes rows", async () => {
@@ -87,7 +111,7 @@ export function describeDataStoreContract(name: string, makeRunner: () => SqlRun
         expect((await objects.sentBefore(at(30), 1)).map((o) => o.key)).toEqual(["s2"]);
         expect(await objects.remove(["s2", "s1", "gone"])).toBe(2);
         expect(await objects.get("s1")).toBeNull();
-        expect((await objects.unsent(10)).map((o) => o.key)).toEqual(["u1"]);
+        expect((await objects.unbatched(10)).map((o) => o.key)).toEqual(["u1"]);
       });
     });
 

@@ -330,6 +330,18 @@ export function describeStoreContract(name: string, makeStore: () => Store | Pro
         await store.settings.set(key, "two");
         expect(await store.settings.get(key)).toBe("two");
       });
+
+      it("clear removes a setting only while it holds the value the caller read", async () => {
+        const key = unique("key");
+        expect(await store.settings.clear(key, "one")).toBe(false);
+        await store.settings.set(key, "one");
+        // Another writer got there first: its value stays.
+        await store.settings.set(key, "two");
+        expect(await store.settings.clear(key, "one")).toBe(false);
+        expect(await store.settings.get(key)).toBe("two");
+        expect(await store.settings.clear(key, "two")).toBe(true);
+        expect(await store.settings.get(key)).toBeNull();
+      });
     });
   });
 }

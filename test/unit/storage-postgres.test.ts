@@ -9,6 +9,7 @@ import { WebSocket } from "ws";
 import * as d1Schema from "../../worker/storage/schema-d1.ts";
 import * as postgresSchema from "../../worker/storage/schema-postgres.ts";
 import { openStore } from "../../worker/storage/open-store.ts";
+import { StoreConflictError } from "../../worker/storage/store.ts";
 import { TEST_POSTGRES } from "../fakes/postgres.ts";
 import { postgresSchemaPerFile } from "./postgres-schema.ts";
 import { describeStoreContract } from "../store-contract.ts";
@@ -63,6 +64,41 @@ describe("Postgres specifics", () => {
       expect(inPublic.rows).toEqual([]);
     } finally {
       await client.end();
+    }
+  });
+
+  it("carries U+0000, which Postgres text cannot hold, as U+FFFD in every value it binds, on writes and on reads", async () => {
+    const store = openStore(NO_D1, { postgres: await postgres() });
+    try {
+      const id = `nul_${crypto.randomUUID()}`;
+      const userId = `user\u0000${crypto.randomUUID()}`;
+      const record = {
+        id,
+        userId,
+        lastUsedModel: "m\u0000",
+        lastUsedProvider: "p",
+        createdAt: "2025-01-01T00:00:00.000Z",
+        lastMessageAt: "2025-01-01T00:00:00.000Z",
+        messageCount: 2,
+        topicSummary: "a \u0000 b",
+        lastResponseId: null,
+      };
+      await store.conversations.upsertSnapshot(record);
+      const kept = { ...record, userId: userId.replace("\u0000", "\ufffd"), lastUsedModel: "m\ufffd", topicSummary: "a \ufffd b" };
+      expect(await store.conversations.get(id)).toEqual(kept);
+      expect(await store.conversations.list(userId)).toEqual([kept]);
+      // An older snapshot of the owner's changes nothing, and is no conflict.
+      await store.conversations.upsertSnapshot({ ...record, messageCount: 1 });
+      await expect(store.conversations.upsertSnapshot({ ...record, userId: "someone else", messageCount: 3 })).rejects.toBeInstanceOf(StoreConflictError);
+
+      // JSON columns too: the value is reworked before it becomes JSON text.
+      const prompt = await store.prompts.create({ promptId: `pmpt_nul_${crypto.randomUUID()}`, prompt: "x\u0000", variables: ["v\u0000"] });
+      expect(prompt).toMatchObject({ prompt: "x\ufffd", variables: ["v\ufffd"] });
+      const key = `nul\u0000${crypto.randomUUID()}`;
+      await store.settings.set(key, "on\u0000");
+      expect(await store.settings.get(key)).toBe("on\ufffd");
+    } finally {
+      await store.close();
     }
   });
 

@@ -13,7 +13,6 @@ import { storeFeedback, FeedbackRequestSchema } from "../../worker/data/feedback
 import { userIdHash, writeTranscript } from "../../worker/data/transcripts.ts";
 import worker from "../../worker/index.ts";
 import { loadRuntime } from "../../worker/runtime.ts";
-import { dataObjectsStore } from "../../worker/storage/data-objects-store.ts";
 import { d1Runner } from "../../worker/storage/d1-runner.ts";
 import type { SqlRunner } from "../../worker/storage/sql-runner.ts";
 import { openStore } from "../../worker/storage/open-store.ts";
@@ -201,8 +200,11 @@ describe("the cron export", () => {
     ["error", { status: 200 }, 200],
     ["stall", {}, "stalled"],
     ["cut", {}, "cut"],
+    // Received, but the 202 comes after connection_timeout_seconds (1 s here): the acknowledgement is lost.
+    ["slow", { delayMs: 2500 }, "slow"],
   ] as const) {
-    it(`loses nothing when the ingress server ${mode === "error" ? `answers ${answer}` : mode === "stall" ? "never answers" : "drops the connection"}: the same archive is retried later`, async () => {
+    const what = { error: `answers ${answer}`, stall: "never answers", cut: "drops the connection", slow: "answers too late" }[mode];
+    it(`loses nothing when the ingress server ${what}: the same archive is retried later, before anything newer`, async () => {
       const s = await setup();
       const keys = [await transcript(s), await feedbackObject(s)];
       const stored = await contents(keys);
@@ -216,16 +218,22 @@ describe("the cron export", () => {
       expect((await rows()).every((row) => row.sent_at === null)).toBe(true);
       for (const key of keys) expect(await env.DATA.head(key)).not.toBeNull();
 
+      // Written while the first upload's outcome is unknown: it must not change that batch.
+      const later = await feedbackObject(s);
+
       // Not before the retry delay (300 s, shorter than the interval) ...
       await cron(s.config, T0 + minutes(4));
       expect(await uploadsOf(s)).toHaveLength(1);
-      // ... then the same batch under the same name.
+      // ... then the same batch under the same name (a receiver that got it drops the repeat), and
+      // what came since in an archive of its own.
       await cron(s.config, T0 + minutes(5));
       uploads = await uploadsOf(s);
-      expect(uploads.map((u) => u.answer)).toEqual([answer, 202]);
-      expect(uploads[1]!.filename).toBe(await archiveName(keys));
-      if (mode !== "cut" && mode !== "stall") expect(uploads[1]!.filename).toBe(uploads[0]!.filename);
+      expect(uploads.map((u) => u.answer)).toEqual([answer, 202, 202]);
+      expect(uploads[0]!.filename).toBe(await archiveName(keys));
+      expect(uploads[1]!.filename).toBe(uploads[0]!.filename);
       expect(uploads[1]!.files.map((f) => f.content).sort()).toEqual([...stored.values()].sort());
+      expect(uploads[2]!.filename).toBe(await archiveName([later]));
+      expect(uploads[2]!.files.map((f) => f.name)).toEqual([`feedback/${later.split("/").at(-1)}`]);
       expect((await rows()).every((row) => row.sent_at !== null)).toBe(true);
     });
   }
@@ -319,13 +327,15 @@ describe("runDataExport's bounds", () => {
     };
     const crashed = { sql: failingMark, settings: openStore(env, undefined).settings };
     await expect(runDataExport({ bucket: env.DATA, store: crashed }, s.collection, new Date(T0))).rejects.toThrow(/connection reset/);
+    const later = await transcript(s);
     // The lease was released and no state recorded, so the next tick tries again.
     await runDataExport({ bucket: env.DATA, store: store() }, s.collection, new Date(T0 + minutes(1)));
     const uploads = await uploadsOf(s);
-    expect(uploads.map((u) => u.answer)).toEqual([202, 202]);
+    expect(uploads.map((u) => u.answer)).toEqual([202, 202, 202]);
     expect(uploads[0]!.filename).toBe(uploads[1]!.filename);
     expect(uploads[0]!.filename).toBe(await archiveName(keys));
-    expect(await dataObjectsStore(real).unsent(10)).toEqual([]);
+    expect(uploads[2]!.filename).toBe(await archiveName([later]));
+    expect((await rows()).every((row) => row.sent_at !== null)).toBe(true);
     expect((await real.query(sql`SELECT COUNT(*) AS n FROM leases`))[0]).toEqual({ n: 0 });
   });
 

@@ -80,6 +80,8 @@ describe("POST /v1/feedback", () => {
       [submission({ categories: ["boring"] }), "Invalid attribute value", /categories\.0/],
       [submission({ user_feedback: "x".repeat(4097) }), "Invalid attribute value", /user_feedback: must be at most 4096 characters/],
       [submission({ conversation_id: "not-an-id", sentiment: 1 }), "Invalid attribute value", /conversation_id: Improper conversation ID not-an-id/],
+      // Only a lower-case conv_ prefix is one (the original's removeprefix("conv_")).
+      [submission({ conversation_id: `CONV_${"AB".repeat(24)}`, sentiment: 1 }), "Invalid attribute value", /conversation_id: Improper conversation ID CONV_ABAB/],
       [submission({ sentiment: 1, rating: 5 }), "Invalid attribute value", /unknown field\(s\): rating/],
       [{ conversation_id: conversationId, sentiment: 1 }, "Missing required attributes", /user_question, llm_response/],
     ];
@@ -99,7 +101,8 @@ describe("POST /v1/feedback", () => {
   });
 
   it("answers 404 for a conversation that does not exist, in any accepted form", async () => {
-    for (const id of ["0".repeat(48), `conv_${"0".repeat(48)}`, "123e4567-e89b-12d3-a456-426614174000"]) {
+    // The original's check takes hex of either case (Python's int(x, 16)) and looks the id up as given.
+    for (const id of ["0".repeat(48), `conv_${"0".repeat(48)}`, "123e4567-e89b-12d3-a456-426614174000", "AB".repeat(24), `conv_${"Ab".repeat(24)}`]) {
       const { status, body } = await callJson<ErrorBody>("/v1/feedback", { json: submission({ conversation_id: id, sentiment: 1 }), user: OWNER, config });
       expect(status).toBe(404);
       expect(body.detail.response).toBe("Conversation not found");
@@ -117,10 +120,40 @@ describe("POST /v1/feedback", () => {
     expect(await storedObjects()).toEqual([]);
   });
 
+  it("refuses a request body over 2 MiB with 413, whether its length is announced or not, storing nothing", async () => {
+    const tooLarge = JSON.stringify(submission({ sentiment: 1, llm_response: "x".repeat(2 * 1024 * 1024) }));
+    const announced = await callJson<ErrorBody>("/v1/feedback", { body: tooLarge, headers: { "Content-Type": "application/json" }, user: OWNER, config });
+    // A body streamed without a Content-Length is counted as it is read.
+    const bytes = new TextEncoder().encode(tooLarge);
+    const streamed = await callJson<ErrorBody>("/v1/feedback", {
+      body: new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let offset = 0; offset < bytes.length; offset += 64 * 1024) controller.enqueue(bytes.slice(offset, offset + 64 * 1024));
+          controller.close();
+        },
+      }),
+      headers: { "Content-Type": "application/json" },
+      user: OWNER,
+      config,
+    });
+    for (const { status, body } of [announced, streamed]) {
+      expect(status).toBe(413);
+      expect(body.detail).toEqual({ response: "Prompt is too long", cause: "The request exceeds the maximum size of 2097152 bytes." });
+    }
+    expect(await storedObjects()).toEqual([]);
+    // Just under the limit is taken.
+    const fits = submission({ sentiment: 1, llm_response: "" });
+    fits.llm_response = "y".repeat(2 * 1024 * 1024 - JSON.stringify(fits).length);
+    expect((await callJson("/v1/feedback", { json: fits, user: OWNER, config })).status).toBe(200);
+  });
+
   it("answers 403 when feedback is disabled, before looking at the body", async () => {
     const { status, body } = await callJson<ErrorBody>("/v1/feedback", { json: { nonsense: true }, user: OWNER, config: disabled });
     expect(status).toBe(403);
     expect(body.detail).toEqual({ response: "Storing feedback is disabled", cause: "Storing feedback is disabled." });
+    // Nor at its size.
+    const huge = await callJson<ErrorBody>("/v1/feedback", { json: { nonsense: "x".repeat(3 * 1024 * 1024) }, user: OWNER, config: disabled });
+    expect(huge.status).toBe(403);
   });
 
   it("needs the feedback action", async () => {
@@ -187,6 +220,22 @@ describe("feedback status", () => {
     expect((await callJson("/v1/feedback/status", { config: disabled })).body).toMatchObject({ status: { enabled: true } });
     // ... and back to true in the configuration: the configuration wins again.
     expect((await callJson("/v1/feedback/status", { config })).body).toMatchObject({ status: { enabled: true } });
+  });
+
+  it("stays given way when feedback_enabled is changed back: an overridden switch is cleared, not revived", async () => {
+    await callJson("/v1/feedback/status", { method: "PUT", json: { status: false }, config });
+    // The operator restarts with feedback_enabled: false, and a check sees it ...
+    expect((await callJson("/v1/feedback/status", { config: disabled })).body).toMatchObject({ status: { enabled: false } });
+    expect(await env.DB.prepare("SELECT value FROM settings WHERE key = 'feedback.enabled'").first()).toBeNull();
+    // ... then with true again: the configuration's true, not the PUT's false.
+    expect((await callJson("/v1/feedback/status", { config })).body).toMatchObject({ status: { enabled: true } });
+    expect((await callJson("/v1/feedback", { json: submission({ sentiment: 1 }), user: OWNER, config })).status).toBe(200);
+  });
+
+  it("cannot see a round trip of feedback_enabled that no check observed: the switch still stands", async () => {
+    await callJson("/v1/feedback/status", { method: "PUT", json: { status: false }, config });
+    // (feedback_enabled went to false and back to true, and nothing read the switch meanwhile.)
+    expect((await callJson("/v1/feedback/status", { config })).body).toMatchObject({ status: { enabled: false } });
   });
 
   it("PUT without a status switches feedback off (the original default); bad bodies are 422", async () => {

@@ -8,8 +8,8 @@ import { archiveEntryName } from "./object-keys.ts";
 export interface Archive {
   /**
    * parley-<first 32 hex of the SHA-256 of the sorted object keys>.tar.gz: the same batch always
-   * gets the same name, so a receiver can drop a repeat (sent again after a crash between the
-   * ingress server's 202 and the objects being marked sent).
+   * gets the same name, so a receiver can drop a repeat (the exporter sends a batch again, exactly,
+   * when it cannot know whether its upload arrived: see export.ts).
    */
   name: string;
   /** The gzip tarball. */

@@ -7,8 +7,11 @@
 //   ingress server answered 202. A server that is down, slow or answers anything else leaves them
 //   for the next run, RETRY_AFTER_FAILURE_SECONDS later.
 // - Nothing is sent twice in normal operation: runs hold a lease (one run at a time across every
-//   instance and every location), and each archive's name derives from its objects' keys, so a
-//   batch re-sent after a crash between the 202 and the mark carries the same name.
+//   instance and every location). An upload that may have arrived without its 202 being seen (an
+//   answer after the timeout, a dropped connection, a crash between the 202 and the mark) is
+//   repeated exactly: a batch's membership is recorded in the index before its upload, and a run
+//   sends a recorded batch, as recorded, before it puts newer objects into new batches. Its name
+//   derives from its objects' keys, so the repeat carries the same name and a receiver can drop it.
 // - Bounded: a batch holds at most BATCH_MAX_OBJECTS objects and BATCH_MAX_BYTES bytes of JSON (an
 //   object larger than that goes alone), and a run sends at most MAX_BATCHES_PER_RUN batches. A
 //   run that stops at that limit with more waiting is continued at the next cron tick rather than
@@ -18,7 +21,7 @@
 //   it), as { last_run_at, outcome }.
 import * as z from "zod";
 import type { DataCollectorConfig, UserDataCollectionConfig } from "../config/schema.ts";
-import { dataObjectsStore, type DataObject } from "../storage/data-objects-store.ts";
+import { dataObjectsStore, type DataObject, type DataObjectsStore } from "../storage/data-objects-store.ts";
 import { leasesStore } from "../storage/leases-store.ts";
 import type { Store } from "../storage/store.ts";
 import { buildArchive } from "./archive.ts";
@@ -122,6 +125,18 @@ function takeBatch(candidates: readonly DataObject[], limits: ExportLimits): Dat
 }
 
 /**
+ * What goes next: a recorded batch whose upload may have arrived, exactly as recorded, else a new
+ * batch of the oldest objects in none. `last`: nothing else waits behind it.
+ */
+async function nextBatch(objects: DataObjectsStore, limits: ExportLimits): Promise<{ batch: DataObject[]; last: boolean }> {
+  const recorded = await objects.recordedBatch();
+  if (recorded.length > 0) return { batch: recorded, last: false };
+  const candidates = await objects.unbatched(limits.maxObjects);
+  const batch = takeBatch(candidates, limits);
+  return { batch, last: batch.length === candidates.length && candidates.length < limits.maxObjects };
+}
+
+/**
  * One exporter run, if one is due at `now` (the cron's scheduled time). Unexpected failures of the
  * record store are thrown; everything about R2 reads and the ingress server is handled and logged.
  */
@@ -161,19 +176,18 @@ export async function runDataExport(
         outcome = "lease_lost";
         break;
       }
-      const candidates = await objects.unsent(limits.maxObjects);
-      if (candidates.length === 0) {
+      const { batch, last } = await nextBatch(objects, limits);
+      if (batch.length === 0) {
         outcome = "drained";
         break;
       }
-      const batch = takeBatch(candidates, limits);
       const report = await exportBatch(deps.bucket, objects, collector, batch, clock);
       batches.push(report);
       if (!report.sent) {
         outcome = "failed";
         break;
       }
-      if (batch.length === candidates.length && candidates.length < limits.maxObjects) {
+      if (last) {
         outcome = "drained";
         break;
       }
@@ -190,7 +204,7 @@ export async function runDataExport(
 
 async function exportBatch(
   bucket: ExportDeps["bucket"],
-  objects: ReturnType<typeof dataObjectsStore>,
+  objects: DataObjectsStore,
   collector: DataCollectorConfig,
   batch: DataObject[],
   clock: () => number,
@@ -209,12 +223,15 @@ async function exportBatch(
   }
   const report = { archive: archive.name, objects: archive.included.length, bytes, missing: archive.missing.length };
   if (archive.included.length === 0) return { ...report, sent: true };
+  const keys = archive.included.map((object) => object.key);
+  // From here on the receiver may get it, whatever this run learns: recorded, it goes again as is.
+  // (A recorded batch some of whose objects R2 lost since goes without them, under its new name.)
+  await objects.recordBatch(keys, archive.name);
   const result = await uploadArchive(collector, archive);
   if (!result.ok) {
     log.warn(`data export: ingress server did not accept ${archive.name} (${archive.included.length} object(s)): ${result.reason}; retried later`);
     return { ...report, sent: false, reason: result.reason };
   }
-  const keys = archive.included.map((object) => object.key);
   await objects.markSent(keys, archive.name, new Date(clock()));
   if (collector.cleanup_after_send) {
     // Rows are already marked: a failed delete leaves objects that pruneSent removes later.
@@ -225,7 +242,7 @@ async function exportBatch(
 }
 
 /** Drops the rows of objects sent long ago, deleting the objects again first in case a delete failed. */
-async function pruneSent(bucket: ExportDeps["bucket"], objects: ReturnType<typeof dataObjectsStore>, before: Date): Promise<void> {
+async function pruneSent(bucket: ExportDeps["bucket"], objects: DataObjectsStore, before: Date): Promise<void> {
   const old = await objects.sentBefore(before, PRUNE_MAX_ROWS);
   if (old.length === 0) return;
   const keys = old.map((object) => object.key);

@@ -4,8 +4,12 @@
 // which every instance reads, and it survives restarts.
 //
 // The row remembers the configured value it overrode. When an operator later changes
-// feedback_enabled in the configuration, that newer decision wins and the stored switch no longer
-// applies; until then the last PUT stands.
+// feedback_enabled in the configuration, that newer decision wins: the first check that sees the
+// configuration differ from the value the switch was set under clears the switch, so changing the
+// configuration back later does not revive an old PUT. Until then the last PUT stands. A change and
+// its undoing that no check saw in between (no request read the switch meanwhile) leave no trace
+// the switch could see, so the PUT still stands after them. While instances run with different
+// values (a rollout), a check on either side clears a switch set under the other.
 import * as z from "zod";
 import type { UserDataCollectionConfig } from "../config/schema.ts";
 import type { Store } from "../storage/store.ts";
@@ -20,10 +24,9 @@ const SwitchSchema = z.object({
   updated_at: z.string(),
 });
 
-type Settings = Pick<Store["settings"], "get" | "set">;
+type Settings = Pick<Store["settings"], "get" | "set" | "clear">;
 
-function parseSwitch(text: string | null): z.output<typeof SwitchSchema> | null {
-  if (text === null) return null;
+function parseSwitch(text: string): z.output<typeof SwitchSchema> | null {
   try {
     const parsed = SwitchSchema.safeParse(JSON.parse(text));
     return parsed.success ? parsed.data : null;
@@ -35,8 +38,14 @@ function parseSwitch(text: string | null): z.output<typeof SwitchSchema> | null 
 /** Feedback is accepted only where it can be stored: feedback_storage must be configured. */
 export async function feedbackEnabled(settings: Settings, collection: UserDataCollectionConfig): Promise<boolean> {
   if (collection.feedback_storage === undefined) return false;
-  const stored = parseSwitch(await settings.get(FEEDBACK_SWITCH_SETTING));
-  return stored !== null && stored.configured === collection.feedback_enabled ? stored.enabled : collection.feedback_enabled;
+  const text = await settings.get(FEEDBACK_SWITCH_SETTING);
+  const stored = text === null ? null : parseSwitch(text);
+  if (text === null || stored === null) return collection.feedback_enabled;
+  if (stored.configured === collection.feedback_enabled) return stored.enabled;
+  // The configuration changed since the switch was set. Only the value read is cleared: a PUT made
+  // meanwhile is the newer decision and stays.
+  await settings.clear(FEEDBACK_SWITCH_SETTING, text);
+  return collection.feedback_enabled;
 }
 
 export interface FeedbackSwitchChange {

@@ -8,14 +8,20 @@ import { feedbackKey } from "./object-keys.ts";
 export const FEEDBACK_CATEGORIES = ["incorrect", "not_relevant", "incomplete", "outdated_information", "unsafe", "other"] as const;
 export const MAX_USER_FEEDBACK = 4096;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * The other forms the original system's check accepts (UPSTREAM "POST /v1/feedback"): a UUID, and
+ * 48 hex characters of either case (it parses them as a number), after a lower-case `conv_` prefix
+ * or none.
+ */
+const ORIGINAL_FORMS = [/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, /^(?:conv_)?[0-9a-fA-F]{48}$/];
 
 /**
- * The conversation id as SPEC stores it: 48 hex, a `conv_` prefix removed. A UUID (a form the
- * original system accepts) is kept as given; Parley never makes one, so it is never found.
+ * The conversation id as SPEC stores it: 48 hex, a `conv_` prefix removed. Another form the
+ * original accepts is kept as given, as the original looks it up; Parley never makes one (its ids
+ * are lower-case hex), so it is never found.
  */
 function conversationIdForm(id: string): string | null {
-  return normalizeAnyForm(id) ?? (UUID.test(id) ? id : null);
+  return normalizeAnyForm(id) ?? (ORIGINAL_FORMS.some((form) => form.test(id)) ? id : null);
 }
 
 export const FeedbackRequestSchema = z

@@ -2,7 +2,7 @@
 // POST /v1/feedback and the unversioned POST /feedback store a user's feedback on an answer;
 // GET /v1/feedback/status reads whether feedback is accepted and PUT /v1/feedback/status (admin)
 // switches it for every instance (see worker/data/feedback-switch.ts).
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
@@ -14,6 +14,7 @@ import { FeedbackRequestSchema, storeFeedback } from "../data/feedback.ts";
 import { feedbackEnabled, setFeedbackEnabled } from "../data/feedback-switch.ts";
 import { storagePrefix } from "../data/object-keys.ts";
 import { readJson } from "../validation.ts";
+import { turnBodyLimit } from "./streams.ts";
 import { log } from "../log.ts";
 
 export const feedback = new Hono<AppEnv>();
@@ -24,13 +25,23 @@ const storeFailed = (storage: string) => new ApiError(500, "Failed to store feed
 // The original system defaults a missing status to false.
 export const StatusUpdateSchema = z.strictObject({ status: z.boolean().default(false) });
 
+/** Switched off is said before the body is looked at (its size too), as the original system does. */
+function acceptingFeedback(): MiddlewareHandler<AppEnv> {
+  return async function acceptingFeedback(c, next) {
+    if (!(await feedbackEnabled(c.get("store").settings, c.get("rt").config.user_data_collection))) throw feedbackDisabled();
+    await next();
+  };
+}
+
 for (const path of ["/v1/feedback", "/feedback"]) {
-  feedback.post(path, guard(ACTIONS.feedback), async (c) => {
-    const { config } = c.get("rt");
+  // A feedback request carries a question and its answer, so it takes the turn endpoints' limit
+  // (2 MiB, README "Feedback, transcripts and export"): each one becomes a single R2 object that the
+  // exporter reads whole into a tarball.
+  feedback.post(path, guard(ACTIONS.feedback), acceptingFeedback(), turnBodyLimit(), async (c) => {
     const store = c.get("store");
-    const collection = config.user_data_collection;
-    // Switched off is said before the body is looked at, as the original system does.
-    if (!(await feedbackEnabled(store.settings, collection)) || collection.feedback_storage === undefined) throw feedbackDisabled();
+    const collection = c.get("rt").config.user_data_collection;
+    // feedbackEnabled is false without feedback_storage; this only tells the type so.
+    if (collection.feedback_storage === undefined) throw feedbackDisabled();
     const request = await readJson(c, FeedbackRequestSchema);
     const { userId } = c.get("auth");
     // The conversation's own Durable Object answers: feedback right after an answer finds it.

@@ -1,6 +1,11 @@
 // The index of the feedback and transcript objects kept in R2 and of their export state. R2 cannot
 // flag an object in place, so "not yet sent" is a query here: the exporter takes the oldest unsent
 // rows, and marks them sent only after the ingress server accepted them.
+//
+// A row's `archive` names the batch it belongs to from just before that batch's upload: an upload
+// whose outcome is unknown (the answer was lost) may have arrived, so the next run must send exactly
+// that batch again, under the same name, and a receiver can drop the repeat. Rows in a recorded
+// batch are therefore not offered for new batches.
 // Follows sql-store.ts's rules: SQL that SQLite and Postgres both run, writes that RETURN a row.
 import { sql, type SQL } from "drizzle-orm";
 import { isoField, nullableTextField, numberField, textField, toIso } from "./rows.ts";
@@ -17,8 +22,12 @@ export interface DataObjectsStore {
   /** Indexes an object; false when the key was already indexed (a retried write), which changes nothing. */
   record(object: { key: string; kind: DataObjectKind; bytes: number; createdAt?: string | Date }): Promise<boolean>;
   get(key: string): Promise<DataObject | null>;
-  /** Objects not yet sent, oldest first (then by key, so a batch is the same set when asked again). */
-  unsent(limit: number): Promise<DataObject[]>;
+  /** Objects not yet sent and in no recorded batch, oldest first (then by key). */
+  unbatched(limit: number): Promise<DataObject[]>;
+  /** Records that `keys` (those still unsent) make up the archive `archive`, before it is uploaded; returns how many. */
+  recordBatch(keys: readonly string[], archive: string): Promise<number>;
+  /** The unsent objects of the oldest recorded batch, oldest first; empty when every recorded batch was sent. */
+  recordedBatch(): Promise<DataObject[]>;
   /** Marks sent those of `keys` still unsent, in one unit; returns how many it marked. */
   markSent(keys: readonly string[], archive: string, at: string | Date): Promise<number>;
   /** Objects sent before `before`, oldest first. */
@@ -61,11 +70,30 @@ export function dataObjectsStore(db: SqlRunner): DataObjectsStore {
       return row ? decode(row) : null;
     },
 
-    unsent: async (limit) =>
+    unbatched: async (limit) =>
       (
         await db.query(sql`
-          SELECT * FROM data_objects WHERE sent_at IS NULL
+          SELECT * FROM data_objects WHERE sent_at IS NULL AND archive IS NULL
           ORDER BY created_at, key LIMIT ${limit}`)
+      ).map(decode),
+
+    recordBatch: (keys, archive) =>
+      inChunks(
+        keys,
+        (list) => sql`
+          UPDATE data_objects SET archive = ${archive}
+          WHERE key IN (${list}) AND sent_at IS NULL
+          RETURNING key`,
+      ),
+
+    // No limit: a batch was bounded when it was recorded.
+    recordedBatch: async () =>
+      (
+        await db.query(sql`
+          SELECT * FROM data_objects WHERE sent_at IS NULL AND archive = (
+            SELECT archive FROM data_objects WHERE sent_at IS NULL AND archive IS NOT NULL
+            ORDER BY created_at, key LIMIT 1)
+          ORDER BY created_at, key`)
       ).map(decode),
 
     markSent: (keys, archive, at) => {

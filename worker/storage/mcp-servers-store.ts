@@ -2,7 +2,7 @@
 // instance sees them and they survive a restart (the original system held them in process memory).
 // Follows sql-store.ts's rules: SQL that SQLite and Postgres both run, writes that RETURN a row.
 import { sql } from "drizzle-orm";
-import { isoField, numberField, stringListField, textField, toIso } from "./rows.ts";
+import { isoField, jsonValue, numberField, stringListField, textField, toIso } from "./rows.ts";
 import type { mcpServers } from "./schema-d1.ts";
 import type { Row, SqlRunner } from "./sql-runner.ts";
 
@@ -32,8 +32,8 @@ export function mcpServersStore(db: SqlRunner): McpServersStore {
       const createdAt = toIso(server.createdAt ?? new Date());
       const [row] = await db.query(sql`
         INSERT INTO mcp_servers (name, url, provider_id, authorization_headers, headers, timeout, created_by, created_at)
-        VALUES (${server.name}, ${server.url}, ${server.providerId}, ${JSON.stringify(server.authorizationHeaders)},
-          ${JSON.stringify(server.headers)}, ${server.timeout}, ${server.createdBy}, ${createdAt})
+        VALUES (${server.name}, ${server.url}, ${server.providerId}, ${jsonValue(server.authorizationHeaders)},
+          ${jsonValue(server.headers)}, ${server.timeout}, ${server.createdBy}, ${createdAt})
         ON CONFLICT (name) DO NOTHING
         RETURNING *`);
       return row ? decode(row) : null;

@@ -2,6 +2,7 @@
 // WebSocket, which is the only socket-like transport every Workers deployment has. A relay (Neon's
 // own endpoint, or a WebSocket-to-TCP proxy named by ws_proxy) forwards it to the server.
 import { Client, Pool } from "@neondatabase/serverless";
+import { is, Param, SQL, type SQLChunk } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/neon-serverless";
 import type { Row, SqlRunner } from "./sql-runner.ts";
 import type { PostgresSettings } from "./store.ts";
@@ -38,11 +39,11 @@ export function postgresRunner(settings: PostgresSettings): SqlRunner {
   });
   const db = drizzle({ client: pool });
   return {
-    query: async (statement) => (await db.execute<Row>(statement)).rows,
+    query: async (statement) => (await db.execute<Row>(withoutNul(statement))).rows,
     atomic: (statements) =>
       db.transaction(async (tx) => {
         const results: Row[][] = [];
-        for (const statement of statements) results.push((await tx.execute<Row>(statement)).rows);
+        for (const statement of statements) results.push((await tx.execute<Row>(withoutNul(statement))).rows);
         return results;
       }),
     close: () => {
@@ -77,4 +78,31 @@ function transportOptions(settings: PostgresSettings): TransportOptions {
     pipelineTLS: false,
     pipelineConnect: false,
   };
+}
+
+/**
+ * `statement` with U+0000 in every value it binds replaced by U+FFFD (the replacement character).
+ * Postgres text and jsonb cannot hold U+0000, which a JavaScript string (a question, a topic summary,
+ * a user id) can: a write carrying one would be refused every time, and the conversation outbox
+ * retrying it would never get past it. Reads go through here too, so a lookup by a value with
+ * U+0000 finds what was written under it. Values differing only there (U+0000 against U+FFFD) are
+ * thus one value in Postgres; D1 keeps them apart, as written.
+ */
+export function withoutNul(statement: SQL): SQL {
+  return new SQL(statement.queryChunks.map((chunk) => replaceNul(chunk) as SQLChunk));
+}
+
+function replaceNul(value: unknown): unknown {
+  if (typeof value === "string") return value.replaceAll("\u0000", "\ufffd");
+  if (Array.isArray(value)) return value.map(replaceNul);
+  if (value === null || typeof value !== "object") return value;
+  // A JSON value (rows.ts jsonValue): its keys and strings, before it becomes JSON text.
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype === Object.prototype || prototype === null) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [replaceNul(key), replaceNul(item)]));
+  }
+  if (is(value, SQL)) return withoutNul(value);
+  if (is(value, Param)) return new Param(replaceNul(value.value), value.encoder);
+  // The statement's own text, names, dates.
+  return value;
 }

@@ -2,12 +2,24 @@
 // hides that: D1 returns ISO text, 0/1 and JSON text; Postgres (through drizzle's neon session)
 // returns timestamptz as text like "2025-01-01 10:00:00.123+00", int8 as a decimal string, and
 // booleans and jsonb already parsed.
+import { sql, type Param } from "drizzle-orm";
 import type { Row } from "./sql-runner.ts";
 
 /** Input side: any parseable timestamp becomes the single stored form, ISO 8601 in UTC ("...Z"). */
 export function toIso(value: string | Date): string {
   // toISOString throws RangeError on an invalid date, which is the error a caller should see.
   return new Date(value).toISOString();
+}
+
+const JSON_TEXT = { mapToDriverValue: (value: unknown) => JSON.stringify(value) };
+
+/**
+ * Input side: the value of a JSON column, as a parameter that becomes JSON text only when the
+ * statement is rendered, so a runner still sees the value itself (postgres-runner.ts reworks text
+ * that Postgres cannot hold, which it could not do inside JSON text).
+ */
+export function jsonValue(value: unknown): Param {
+  return sql.param(value, JSON_TEXT);
 }
 
 export function isoField(row: Row, column: string): string {

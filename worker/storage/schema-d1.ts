@@ -116,7 +116,9 @@ export const mcpServers = sqliteTable("mcp_servers", {
 
 /**
  * Feedback and transcript objects kept in R2, so the exporter can find those not yet sent (R2 cannot
- * flag an object in place). `sent_at`/`archive` are set once the ingress server accepted them.
+ * flag an object in place). `archive` names the batch an object goes in from just before its upload
+ * (so a batch whose upload may have arrived is sent again as it was); `sent_at` is set once the
+ * ingress server accepted it.
  */
 export const dataObjects = sqliteTable(
   "data_objects",

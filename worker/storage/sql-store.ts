@@ -2,10 +2,14 @@
 // valid Postgres: ON CONFLICT ... DO UPDATE with `excluded`, RETURNING, COALESCE/NULLIF, TRUE/FALSE.
 // Tables are never schema-qualified (Postgres picks the namespace through search_path), and writes
 // whose outcome matters RETURN a column, so "did it change" is a row count on either driver.
+// Values of JSON columns are bound with rows.ts jsonValue, never as JSON text made beforehand, and
+// values are compared in SQL rather than against what a query returned: the Postgres runner may
+// store a value in another form (postgres-runner.ts withoutNul).
 import { sql } from "drizzle-orm";
 import {
   booleanField,
   isoField,
+  jsonValue,
   nullableTextField,
   numberField,
   stringListField,
@@ -63,8 +67,9 @@ export function createSqlStore(db: SqlRunner): Store {
           WHERE conversations.user_id = excluded.user_id AND conversations.message_count <= excluded.message_count
           RETURNING id`);
         if (rows.length > 0) return;
-        const stored = await first(db.query(sql`SELECT user_id FROM conversations WHERE id = ${record.id}`), (row) => textField(row, "user_id"));
-        if (stored !== null && stored !== record.userId) throw new StoreConflictError(`conversation ${record.id} belongs to another user`);
+        // Compared in SQL, where the user id is in the form the store keeps.
+        const taken = await db.query(sql`SELECT id FROM conversations WHERE id = ${record.id} AND user_id <> ${record.userId}`);
+        if (taken.length > 0) throw new StoreConflictError(`conversation ${record.id} belongs to another user`);
       },
 
       delete: async (id) => {
@@ -103,7 +108,7 @@ export function createSqlStore(db: SqlRunner): Store {
       create: async (p) => {
         const [row] = await db.query(sql`
           INSERT INTO prompts (prompt_id, version, prompt, variables, is_default, created_at)
-          VALUES (${p.promptId}, 1, ${p.prompt}, ${JSON.stringify(p.variables)}, TRUE, ${now()})
+          VALUES (${p.promptId}, 1, ${p.prompt}, ${jsonValue(p.variables)}, TRUE, ${now()})
           ON CONFLICT (prompt_id, version) DO NOTHING
           RETURNING *`);
         if (!row) throw new StoreConflictError(`prompt ${p.promptId} already exists`);
@@ -138,7 +143,7 @@ export function createSqlStore(db: SqlRunner): Store {
         const [row] = await db.query(sql`
           INSERT INTO prompts (prompt_id, version, prompt, variables, is_default, created_at)
           SELECT prompt_id, version + 1, ${p.prompt},
-            COALESCE(${p.variables === undefined ? null : JSON.stringify(p.variables)}, variables),
+            COALESCE(${p.variables === undefined ? null : jsonValue(p.variables)}, variables),
             ${bool(setAsDefault)}, ${now()}
           FROM prompts WHERE prompt_id = ${p.promptId} AND version = ${p.version}
           ON CONFLICT (prompt_id, version) DO NOTHING
@@ -218,6 +223,8 @@ export function createSqlStore(db: SqlRunner): Store {
           INSERT INTO settings (key, value, updated_at) VALUES (${key}, ${value}, ${now()})
           ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`);
       },
+      clear: async (key, value) =>
+        (await db.query(sql`DELETE FROM settings WHERE key = ${key} AND value = ${value} RETURNING key`)).length > 0,
     },
 
     sql: db,

@@ -80,6 +80,11 @@ export interface Store {
   settings: {
     get(key: string): Promise<string | null>;
     set(key: string, value: string): Promise<void>;
+    /**
+     * Removes the setting if it still holds `value` (what the caller read), so that a write racing
+     * in between is kept; true when it removed it.
+     */
+    clear(key: string, value: string): Promise<boolean>;
   };
   /**
    * The dialect-neutral SQL runner underneath, for repositories kept beside the features they serve
