@@ -44,8 +44,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { parse as parseYaml } from "yaml";
-import { parseConfig } from "../worker/config/load.ts";
+import { parseConfig, readDocument } from "../worker/config/load.ts";
 
 export const DEPLOY_CONFIG = "wrangler.deploy.toml";
 const PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000";
@@ -159,12 +158,8 @@ export interface NeededVariables {
 export function neededVariables(text: string): NeededVariables {
   const required = new Set<string>();
   const optional = new Set<string>();
-  let document: unknown;
-  try {
-    document = parseYaml(text.replace(/^\uFEFF/, ""));
-  } catch {
-    return { required: [], optional: [] }; // parseConfig reports the broken document
-  }
+  const document = readDocument(text);
+  if (!document.ok) return { required: [], optional: [] }; // parseConfig reports the broken document
   const walk = (value: unknown, key?: string) => {
     if (typeof value === "string") {
       for (const [, name, fallback] of value.matchAll(REFERENCE)) (fallback ? optional : required).add(name!);
@@ -175,7 +170,7 @@ export function neededVariables(text: string): NeededVariables {
     } else if (Array.isArray(value)) value.forEach((item) => walk(item));
     else if (value && typeof value === "object") for (const [k, v] of Object.entries(value)) walk(v, k);
   };
-  walk(document);
+  walk(document.value);
   for (const name of required) optional.delete(name);
   return { required: [...required].sort(), optional: [...optional].sort() };
 }
@@ -246,12 +241,10 @@ function planSecrets(
 function configSecret(text: string, log: (line: string) => void): string {
   const bytes = Buffer.byteLength(text);
   if (bytes <= SECRET_LIMIT) return text;
-  let compact: string;
-  try {
-    compact = JSON.stringify(parseYaml(text.replace(/^\uFEFF/, "")));
-  } catch {
-    return text; // not loadable: the configuration check that follows says why
-  }
+  // Read as the Worker reads the document, so the JSON means what the YAML meant there (YAML 1.1's yes/no).
+  const document = readDocument(text);
+  if (!document.ok) return text; // not loadable: the configuration check that follows says why
+  const compact = JSON.stringify(document.value);
   if (Buffer.byteLength(compact) > SECRET_LIMIT) {
     throw new DeployError(
       `The configuration is ${bytes} bytes (${Buffer.byteLength(compact)} as compact JSON); a Worker secret holds at most ${SECRET_LIMIT}. ` +

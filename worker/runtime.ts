@@ -6,7 +6,7 @@ import { createAuthenticator } from "./auth/index.ts";
 import { buildBackends, type Backends } from "./backends/providers.ts";
 import type { Authenticator } from "./auth/types.ts";
 import { inertSettings } from "./config/inert.ts";
-import { parseConfig, type ConfigProblem } from "./config/load.ts";
+import { parseConfig, readDocument, type ConfigProblem } from "./config/load.ts";
 import { isUnifiedRag, MCP_CREDENTIAL_KEYWORDS, type Config } from "./config/schema.ts";
 import { knowledgeSources } from "./rag/knowledge.ts";
 import { parseBooleanQuery } from "./rag/solr.ts";
@@ -77,11 +77,9 @@ async function buildRuntime(env: Env): Promise<RuntimeResult> {
     const cardText = await read("customization.agent_card_path", custom?.agent_card_path);
     let agentCardFile: unknown = null;
     if (cardText !== null) {
-      try {
-        agentCardFile = (await import("yaml")).parse(cardText);
-      } catch (error) {
-        problems.push({ path: "customization.agent_card_path", message: (error as Error).message });
-      }
+      const card = readDocument(cardText);
+      if (card.ok) agentCardFile = card.value;
+      else problems.push({ path: "customization.agent_card_path", message: card.message });
     }
     const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
     if (chunkFilter) {

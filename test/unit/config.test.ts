@@ -520,6 +520,21 @@ describe("document formats", () => {
     ]);
   });
 
+  it("reads YAML as the original system's PyYAML does (YAML 1.1): yes/no/on/off are switches, y and n are text", () => {
+    const text = [
+      "user_data_collection: {feedback_enabled: yes, feedback_storage: /data/feedback, transcripts_enabled: no}",
+      "service: {auth_enabled: On, color_log: OFF}",
+      "inference_backend:",
+      "  url: http://127.0.0.1:8321/v1",
+      "  config: {native_override: {n: 2, y: x, stop: [n]}}",
+      "",
+    ].join("\n");
+    const config = accepted(parseConfig(text, {}));
+    expect(config.user_data_collection).toMatchObject({ feedback_enabled: true, transcripts_enabled: false });
+    expect(config.service).toMatchObject({ auth_enabled: true, color_log: false });
+    expect(config.inference_backend.config.native_override).toEqual({ n: 2, y: "x", stop: ["n"] });
+  });
+
   it("rejects an empty document and one that is not a mapping", () => {
     expect(problems("")).toEqual(["document: the configuration is empty"]);
     expect(problems("- a\n- b\n")).toHaveLength(1);

@@ -172,13 +172,18 @@ describe("npm run deploy", () => {
   });
 
   it("a configuration longer than a Worker secret holds goes up as compact JSON", async () => {
-    const long = `${"# a long explanation of every setting, kept in the operator's copy\n".repeat(100)}${CONFIG}`;
+    // yes: YAML 1.1's true, as the Worker reads the document, so the JSON must say true.
+    const long = `${"# a long explanation of every setting, kept in the operator's copy\n".repeat(100)}${CONFIG}user_data_collection: {feedback_enabled: yes, feedback_storage: /data/feedback}\n`;
     await writeFile(join(root, "parley.yaml"), long);
     const account: Account = { databases: [{ uuid: DB_ID, name: "parley" }], buckets: ["parley-data"], secrets: [] };
     const fake = fakeWrangler(account);
     await deploy(options(fake.wrangler, { configFile: join(root, "parley.yaml") }));
     const uploaded = fake.uploaded()!.PARLEY_CONFIG!;
-    expect(JSON.parse(uploaded)).toMatchObject({ name: "Deployed Parley", inference_backend: { api_key: "${env.BACKEND_API_KEY}" } });
+    expect(JSON.parse(uploaded)).toMatchObject({
+      name: "Deployed Parley",
+      inference_backend: { api_key: "${env.BACKEND_API_KEY}" },
+      user_data_collection: { feedback_enabled: true },
+    });
     expect(uploaded.length).toBeLessThan(5 * 1024);
     expect(lines.join("\n")).toMatch(/uploading it as compact JSON/);
   });

@@ -1,4 +1,4 @@
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, type Tags } from "yaml";
 import type { z } from "zod";
 import { type Config, ConfigSchema } from "./schema.ts";
 import { collectSecrets } from "./secrets.ts";
@@ -31,7 +31,7 @@ type Problem = { path: Path; message: string };
  * can fix a document in one pass.
  */
 export function parseConfig(text: string, env: Record<string, unknown>): ParseConfigResult {
-  const document = parseDocument(text);
+  const document = readDocument(text);
   if (!document.ok) return { ok: false, problems: [{ path: "document", message: document.message }] };
   if (document.value === null || document.value === undefined) {
     return { ok: false, problems: [{ path: "document", message: "the configuration is empty" }] };
@@ -68,18 +68,33 @@ function withSpecNames(document: unknown): unknown {
   return sections;
 }
 
-function parseDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
+/**
+ * A configuration document (or a file it names) as a value: JSON, or YAML read as the original system
+ * reads it.
+ */
+export function readDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
   const source = text.replace(/^\uFEFF/, "");
   try {
     // YAML would accept JSON too, but its messages about broken JSON talk about YAML flow maps.
     if (source.trimStart().startsWith("{")) return { ok: true, value: JSON.parse(source) };
-    return { ok: true, value: parseYaml(source) };
+    return { ok: true, value: parseYaml(source, { version: "1.1", customTags: asPyYaml }) };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     // The yaml package appends a multi-line excerpt of the source; the first line says it all.
     return { ok: false, message: message.split("\n")[0].replace(/:$/, "") };
   }
 }
+
+// The original system reads its YAML with PyYAML, which speaks YAML 1.1: configurations written for
+// it say `feedback_enabled: yes` (or no, on, off). PyYAML reads y and n as strings, where the yaml
+// package's 1.1 schema follows the spec and reads them as booleans too (a provider's `n: 2` would
+// become `false: 2`), so its boolean tags take PyYAML's words.
+const PYYAML_TRUE = /^(?:yes|Yes|YES|true|True|TRUE|on|On|ON)$/;
+const PYYAML_FALSE = /^(?:no|No|NO|false|False|FALSE|off|Off|OFF)$/;
+const asPyYaml = (tags: Tags): Tags =>
+  tags.map((tag) =>
+    typeof tag === "object" && tag.collection === undefined && tag.tag === "tag:yaml.org,2002:bool" ? { ...tag, test: tag.identify?.(true) ? PYYAML_TRUE : PYYAML_FALSE } : tag,
+  );
 
 // `${env.NAME}` or `${env.NAME:=fallback}` (the fallback form is the one Llama Stack configs use).
 const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}/g;
