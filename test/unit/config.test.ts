@@ -493,6 +493,28 @@ describe("environment references", () => {
     ]);
   });
 
+  it("says a variable is empty when the value it gave fails for being empty", () => {
+    const text = [
+      "inference_backend:",
+      "  url: ${env.URL}",
+      "  api_key: ${env.KEY}",
+      "mcp_servers:",
+      "  - name: tickets",
+      "    url: https://mcp.example.com/mcp",
+      "    authorization_headers: {Authorization: '${env.MCP_TOKEN}'}",
+      "",
+    ].join("\n");
+    expect(problems(text, { URL: "", KEY: "", MCP_TOKEN: "" })).toEqual([
+      "inference_backend.url: environment variable URL is set but empty",
+      "inference_backend.api_key: environment variable KEY is set but empty",
+      "mcp_servers.0.authorization_headers.Authorization: environment variable MCP_TOKEN is set but empty",
+    ]);
+    // The original system's section name reports the same.
+    expect(problems(text.replace("inference_backend:", "llama_stack:"), { URL: "", KEY: "k", MCP_TOKEN: "t" })).toEqual([
+      "inference_backend.url: environment variable URL is set but empty",
+    ]);
+  });
+
   it("reports a missing variable once, at the field that names it", () => {
     const text = "inference_backend:\n  url: ${env.PARLEY_BACKEND_URL}\n  api_key: ${env.KEY}\n";
     expect(problems(text, { KEY: { not: "a string" } })).toEqual([

@@ -37,19 +37,35 @@ export function parseConfig(text: string, env: Record<string, unknown>): ParseCo
     return { ok: false, problems: [{ path: "document", message: "the configuration is empty" }] };
   }
 
-  const envProblems: Problem[] = [];
-  const fromEnvironment = new Set<string>();
-  const resolved = withSpecNames(resolveReferences(document.value, env, [], envProblems, fromEnvironment));
+  // Named as SPEC names them first, so a reference's problems carry the paths validation reports.
+  const references: References = { problems: [], whole: new Set(), empty: [] };
+  const resolved = resolveReferences(withSpecNames(document.value), env, [], references);
   const { value: result, secrets } = collectSecrets(() => ConfigSchema.safeParse(resolved));
 
-  // An unresolved reference also fails validation where it sits; saying so twice is noise.
-  const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue)).filter(
-    (problem) => !envProblems.some((envProblem) => covers(envProblem.path, problem.path)),
-  );
-  const problems = [...envProblems, ...schemaProblems].map(({ path, message }) => ({ path: dotted(path), message }));
+  const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue))
+    // An unresolved reference also fails validation where it sits; saying so twice is noise.
+    .filter((problem) => !references.problems.some((envProblem) => covers(envProblem.path, problem.path)))
+    // A value that a set but empty variable left empty fails for being empty, whatever the field's
+    // own words for it are (an MCP header's "expected one of kubernetes|client|oauth").
+    .map((problem) => {
+      const empty = references.empty.find((reference) => covers(reference.path, problem.path));
+      return empty ? { path: empty.path, message: `environment variable ${empty.name} is set but empty` } : problem;
+    });
+  const problems = uniqueProblems([...references.problems, ...schemaProblems].map(({ path, message }) => ({ path: dotted(path), message })));
 
   if (problems.length > 0 || !result.success) return { ok: false, problems };
-  return { ok: true, config: result.data, secrets, fromEnvironment };
+  return { ok: true, config: result.data, secrets, fromEnvironment: references.whole };
+}
+
+/** `problems` without repeats (several checks of one empty value say the same). */
+function uniqueProblems(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  return problems.filter(({ path, message }) => {
+    const key = `${path}\n${message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 /** Sections the original system names otherwise (UPSTREAM "Vocabulary"), read under SPEC's names. */
@@ -189,18 +205,31 @@ const asPyYaml = (tags: Tags): Tags =>
 // `${env.NAME}` or `${env.NAME:=fallback}` (the fallback form is the one Llama Stack configs use).
 const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}/g;
 
-const WHOLE_REFERENCE = /^\$\{env\.[A-Za-z_][A-Za-z0-9_]*(?::=[^}]*)?\}$/;
+const WHOLE_REFERENCE = /^\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=[^}]*)?\}$/;
 
-function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, problems: Problem[], whole: Set<string>): unknown {
+/** What resolving a document's references found. */
+interface References {
+  /** Variables that are not set (or not text), where they are named. */
+  problems: Problem[];
+  /** Dotted paths of the values written as one whole reference. */
+  whole: Set<string>;
+  /** Values written as one whole reference to a variable that is set to the empty string. */
+  empty: Array<{ path: Path; name: string }>;
+}
+
+function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, found: References): unknown {
   if (typeof value === "string") {
-    if (WHOLE_REFERENCE.test(value.trim())) whole.add(dotted(path));
-    return resolveString(value, env, path, problems);
+    const resolved = resolveString(value, env, path, found.problems);
+    const whole = WHOLE_REFERENCE.exec(value.trim());
+    if (whole) {
+      found.whole.add(dotted(path));
+      if (resolved === "") found.empty.push({ path, name: whole[1]! });
+    }
+    return resolved;
   }
-  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], problems, whole));
+  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], found));
   if (isRecord(value)) {
-    return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], problems, whole)]),
-    );
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], found)]));
   }
   return value;
 }
