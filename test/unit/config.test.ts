@@ -722,4 +722,24 @@ describe("redactConfig", () => {
     const hidden = redactConfig(config, secrets) as Config;
     expect(hidden.inference_backend.url).toBe(`https://user:${REDACTED}@backend.example.com/v1`);
   });
+
+  it("hides the values of query parameters that carry credentials, in every URL, and nothing else of it", () => {
+    const text = [
+      "inference_backend:",
+      "  url: http://h/v1?token=querysecret77",
+      "mcp_servers:",
+      "  - {name: a, url: 'https://mcp.example.com/mcp?region=eu&API_KEY=k1&Signature=s2&x-amz-security-token=s3&keep=1#token=frag'}",
+      "  - {name: b, url: 'https://u:pw@mcp.example.com/mcp?access_token=t4&apikey=t5'}",
+      "  - {name: c, url: 'https://mcp.example.com/mcp?tokens=list&sig'}",
+      "",
+    ].join("\n");
+    const { config, secrets } = loaded(text);
+    const hidden = redactConfig(config, secrets) as Config;
+    expect(hidden.inference_backend.url).toBe(`http://h/v1?token=${REDACTED}`);
+    expect(hidden.mcp_servers.map((server) => server.url)).toEqual([
+      `https://mcp.example.com/mcp?region=eu&API_KEY=${REDACTED}&Signature=${REDACTED}&x-amz-security-token=${REDACTED}&keep=1#token=frag`,
+      `https://u:${REDACTED}@mcp.example.com/mcp?access_token=${REDACTED}&apikey=${REDACTED}`,
+      "https://mcp.example.com/mcp?tokens=list&sig",
+    ]);
+  });
 });

@@ -121,12 +121,14 @@ describe("configuration", () => {
     const config = testConfig({
       inference_backend: { api_key: "sk-very-secret-key" },
       database: { postgres: { host: "db", db: "parley", user: "parley", password: "hunter2" } },
+      mcp_servers: [{ name: "tickets", url: "http://127.0.0.1:9/mcp?token=querysecret77" }],
     });
     const response = await call("/v1/config", { config });
     const text = await response.text();
     expect(response.status).toBe(200);
     expect(text).not.toContain("sk-very-secret-key");
     expect(text).not.toContain("hunter2");
+    expect(text).not.toContain("querysecret77");
     const body = JSON.parse(text) as { configuration: { inference_backend: { api_key: string } } };
     expect(body.configuration.inference_backend.api_key).toBe("**********");
   });
