@@ -643,7 +643,8 @@ describe("inertSettings", () => {
       "  max_retries: 5",
       "  retry_delay: 2",
       "service: {color_log: false, auth_enabled: true}",
-      "quota_handlers: {scheduler: {period: 300}}",
+      "quota_handlers: {scheduler: {period: 300}, postgres: {db: quota, user: quota}}",
+      "database: {sqlite: {db_path: /var/lib/parley/parley.db}}",
       "customization: {profile_path: /profiles/x.py}",
       "byok_rag:",
       "  - {rag_id: docs, vector_db_id: vs_docs, db_path: /data/docs.faiss, embedding_model: all-MiniLM-L6-v2, embedding_dimension: 384}",
@@ -655,9 +656,12 @@ describe("inertSettings", () => {
       "service.color_log",
       "service.auth_enabled",
       "quota_handlers.scheduler",
+      "quota_handlers.postgres",
+      "database.sqlite.db_path",
       "customization.profile_path",
       "knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password",
     ]);
+    expect(inertSettings(loaded(`${MINIMAL}quota_handlers: {sqlite: {db_path: /var/lib/parley/quota.db}}\n`).config)).toEqual(["quota_handlers.sqlite"]);
   });
 });
 
