@@ -34,14 +34,19 @@ export type LoadResult =
   | { ok: true; loaded: LoadedConfiguration; scrubbed: string[] }
   | { ok: false; problems: ConfigProblem[]; scrubbed: string[] };
 
-/** Loads the configuration document `text` with the Worker variables `env` and the bundled files. */
+/**
+ * Loads the configuration document `text` with the Worker variables `env` and the bundled files.
+ * Problems with the document and with the files it names come back together (the files of the
+ * sections that are valid are read even when others are not); the checks that need the whole
+ * configuration (the portal filter, the backends) follow once it is valid.
+ */
 export async function loadConfiguration(text: string, env: Record<string, unknown>, bundled: BundledFiles): Promise<LoadResult> {
   const parsed = parseConfig(text, env);
-  if (!parsed.ok) return { ok: false, problems: parsed.problems, scrubbed: [] };
-  const config = parsed.config;
-  const files = await readConfiguredFiles(config, parsed.fromEnvironment, env, bundled);
-  const problems = [...files.problems];
+  const files = await readConfiguredFiles(parsed.ok ? parsed.config : parsed.sections, parsed.fromEnvironment, env, bundled);
   const scrubbed = [...parsed.secrets, ...files.heldSecrets.values()];
+  if (!parsed.ok) return { ok: false, problems: [...parsed.problems, ...files.problems], scrubbed };
+  const config = parsed.config;
+  const problems = [...files.problems];
   const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
   if (chunkFilter) {
     const filter = parseBooleanQuery(chunkFilter);

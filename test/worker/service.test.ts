@@ -117,6 +117,18 @@ describe("configuration", () => {
     }
   });
 
+  it("names the files a document names that cannot be read together with its other problems, so one pass fixes it", async () => {
+    const broken = testConfig({
+      inference_backend: { timeout: "soon" },
+      customization: { system_prompt_path: "/etc/lightspeed/system_prompt.txt", agent_card_path: "missing-card.yaml" },
+    });
+    const { status, body } = await callJson<{ detail: { cause: string } }>("/v1/models", { config: broken });
+    expect(status).toBe(500);
+    expect(body.detail.cause).toBe(
+      "configuration has not been initialized: invalid keys inference_backend.timeout, customization.system_prompt_path, customization.agent_card_path",
+    );
+  });
+
   it("/v1/config hides every secret", async () => {
     const config = testConfig({
       inference_backend: { api_key: "sk-very-secret-key" },

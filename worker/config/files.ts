@@ -27,11 +27,12 @@ export interface ConfiguredFiles {
 }
 
 /**
- * Reads the files `sections` name. `fromEnvironment` holds the dotted paths of values written as one
- * whole `${env.NAME}` reference (parseConfig says which): a held credential given so is the secret itself.
+ * Reads the files `sections` name; a section left out (one that is not valid) names none.
+ * `fromEnvironment` holds the dotted paths of values written as one whole `${env.NAME}` reference
+ * (parseConfig says which): a held credential given so is the secret itself.
  */
 export async function readConfiguredFiles(
-  sections: FileSections,
+  sections: Partial<FileSections>,
   fromEnvironment: ReadonlySet<string>,
   env: Record<string, unknown>,
   bundled: BundledFiles,
@@ -47,8 +48,8 @@ export async function readConfiguredFiles(
     }
   };
   const custom = sections.customization;
-  const systemPrompt = custom.system_prompt ?? (await read("customization.system_prompt_path", custom.system_prompt_path));
-  const cardText = await read("customization.agent_card_path", custom.agent_card_path);
+  const systemPrompt = custom?.system_prompt ?? (await read("customization.system_prompt_path", custom?.system_prompt_path));
+  const cardText = await read("customization.agent_card_path", custom?.agent_card_path);
   let agentCardFile: unknown = null;
   if (cardText !== null) {
     const card = readDocument(cardText);
@@ -78,14 +79,14 @@ export async function readConfiguredFiles(
  * Workers equivalent of the original system's file paths) or, written as `${env.NAME}`, the secret
  * itself. Each is read once, when the configuration loads; one that cannot be read fails the load.
  */
-function heldSecretFields(sections: FileSections): Array<{ path: string; value: string }> {
+function heldSecretFields(sections: Partial<FileSections>): Array<{ path: string; value: string }> {
   const fields: Array<{ path: string; value: string }> = [];
-  sections.mcp_servers.forEach((server, index) => {
+  sections.mcp_servers?.forEach((server, index) => {
     for (const [header, value] of Object.entries(server.authorization_headers)) {
       if (!(MCP_CREDENTIAL_KEYWORDS as readonly string[]).includes(value)) fields.push({ path: `mcp_servers.${index}.authorization_headers.${header}`, value });
     }
   });
-  if (sections.splunk.enabled && sections.splunk.token_path) fields.push({ path: "splunk.token_path", value: sections.splunk.token_path });
+  if (sections.splunk?.enabled && sections.splunk.token_path) fields.push({ path: "splunk.token_path", value: sections.splunk.token_path });
   return fields;
 }
 

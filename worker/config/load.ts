@@ -9,16 +9,23 @@ export interface ConfigProblem {
   message: string;
 }
 
-export type ParseConfigResult =
+export type ParseConfigResult = (
+  | { ok: true; config: Config }
   | {
-      ok: true;
-      config: Config;
-      /** Values of the fields the schema declares secret. */
-      secrets: string[];
-      /** Dotted paths of the values written as one whole `${env.NAME}` reference. */
-      fromEnvironment: Set<string>;
+      ok: false;
+      problems: ConfigProblem[];
+      /**
+       * The top-level sections that are valid on their own, as validation would give them, so that
+       * checks beyond the schema (the files they name) can report with the schema's problems.
+       */
+      sections: Partial<Config>;
     }
-  | { ok: false; problems: ConfigProblem[] };
+) & {
+  /** Values of the fields the schema declares secret (of the fields that validated, on failure). */
+  secrets: string[];
+  /** Dotted paths of the values written as one whole `${env.NAME}` reference. */
+  fromEnvironment: Set<string>;
+};
 
 type Path = readonly PropertyKey[];
 
@@ -27,20 +34,32 @@ type Problem = { path: Path; message: string };
 
 /**
  * Reads a configuration document (YAML, or JSON), resolves `${env.NAME}` references against
- * `env` and validates it. Problems come back all at once, each with its dotted path, so an operator
- * can fix a document in one pass.
+ * `env` and validates it. Its problems come back all at once, each with its dotted path, with the
+ * sections that are valid all the same: loading (worker/configuration.ts) reads the files those
+ * name and reports what is wrong with them alongside, so an operator fixes a document in one pass.
  */
 export function parseConfig(text: string, env: Record<string, unknown>): ParseConfigResult {
+  const unreadable = (message: string): ParseConfigResult => ({
+    ok: false,
+    problems: [{ path: "document", message }],
+    sections: {},
+    secrets: [],
+    fromEnvironment: new Set(),
+  });
   const document = readDocument(text);
-  if (!document.ok) return { ok: false, problems: [{ path: "document", message: document.message }] };
-  if (document.value === null || document.value === undefined) {
-    return { ok: false, problems: [{ path: "document", message: "the configuration is empty" }] };
-  }
+  if (!document.ok) return unreadable(document.message);
+  if (document.value === null || document.value === undefined) return unreadable("the configuration is empty");
 
   // Named as SPEC names them first, so a reference's problems carry the paths validation reports.
   const references: References = { problems: [], whole: new Set(), empty: [] };
   const resolved = resolveReferences(withSpecNames(document.value), env, [], references);
-  const { value: result, secrets } = collectSecrets(() => ConfigSchema.safeParse(resolved));
+  const {
+    value: { result, sections },
+    secrets,
+  } = collectSecrets(() => {
+    const result = ConfigSchema.safeParse(resolved);
+    return { result, sections: result.success ? {} : validSections(resolved) };
+  });
 
   const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue))
     // An unresolved reference also fails validation where it sits; saying so twice is noise.
@@ -53,8 +72,18 @@ export function parseConfig(text: string, env: Record<string, unknown>): ParseCo
     });
   const problems = uniqueProblems([...references.problems, ...schemaProblems].map(({ path, message }) => ({ path: dotted(path), message })));
 
-  if (problems.length > 0 || !result.success) return { ok: false, problems };
+  if (problems.length > 0 || !result.success) return { ok: false, problems, sections, secrets, fromEnvironment: references.whole };
   return { ok: true, config: result.data, secrets, fromEnvironment: references.whole };
+}
+
+/** The top-level sections of `document` that validate on their own. */
+function validSections(document: unknown): Partial<Config> {
+  if (!isRecord(document)) return {};
+  const valid = Object.entries(ConfigSchema.shape).flatMap(([key, schema]) => {
+    const section = schema.safeParse(document[key]);
+    return section.success ? [[key, section.data] as const] : [];
+  });
+  return Object.fromEntries(valid) as Partial<Config>;
 }
 
 /** `problems` without repeats (several checks of one empty value say the same). */
