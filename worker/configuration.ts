@@ -3,6 +3,7 @@
 // chunk filter, the backends). The Worker (runtime.ts) loads it with its bindings and `npm run deploy`
 // with the checkout's config/ directory, so a document the helper passes is one the Worker loads.
 import { buildBackends, type Backends } from "./backends/providers.ts";
+import type { AgentCardConfig } from "./config/agent-card.ts";
 import { readConfiguredFiles, type BundledFiles } from "./config/files.ts";
 import { inertSettings } from "./config/inert.ts";
 import { parseConfig, type ConfigProblem } from "./config/load.ts";
@@ -16,8 +17,8 @@ export interface LoadedConfiguration {
   secrets: string[];
   /** customization.system_prompt, else the text of the file system_prompt_path names, if any. */
   systemPrompt: string | null;
-  /** The document customization.agent_card_path names, when it names one. */
-  agentCardFile: unknown;
+  /** The agent card: customization.agent_card_config, else the card agent_card_path names, if any. */
+  agentCard: AgentCardConfig | null;
   /** Credentials held by the deployment, by the dotted path of the field naming them (config/files.ts). */
   heldSecrets: ReadonlyMap<string, string>;
   backends: Backends;
@@ -64,7 +65,7 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
       config,
       secrets: parsed.secrets,
       systemPrompt: files.systemPrompt,
-      agentCardFile: files.agentCardFile,
+      agentCard: config.customization.agent_card_config ?? files.agentCardFile,
       heldSecrets: files.heldSecrets,
       backends: built.backends,
       warnings: [...(inert.length > 0 ? [`these settings have no effect in this release: ${inert.join(", ")}`] : []), ...built.warnings],

@@ -9,7 +9,7 @@ import type { ConfigProblem } from "./config/load.ts";
 import { loadConfiguration, type LoadedConfiguration } from "./configuration.ts";
 import { log, rememberSecrets } from "./log.ts";
 
-export interface Runtime extends Pick<LoadedConfiguration, "config" | "secrets" | "systemPrompt" | "agentCardFile" | "heldSecrets" | "backends"> {
+export interface Runtime extends Pick<LoadedConfiguration, "config" | "secrets" | "systemPrompt" | "agentCard" | "heldSecrets" | "backends"> {
   authenticate: Authenticator;
   /** The default backend's client (inference_backend): backends.default.client. */
   backend: OpenAI;
@@ -54,7 +54,7 @@ async function buildRuntime(env: Env): Promise<RuntimeResult> {
         backends: loaded.backends,
         systemPrompt: loaded.systemPrompt,
         profilePrompts: { ...(loaded.config.customization.custom_profile?.prompts ?? {}) },
-        agentCardFile: loaded.agentCardFile,
+        agentCard: loaded.agentCard,
         secrets: loaded.secrets,
         heldSecrets: loaded.heldSecrets,
       },

@@ -466,6 +466,21 @@ shields:
   });
 });
 
+describe("customization.agent_card_config", () => {
+  it("is checked against the A2A card's shape at load, naming each key", () => {
+    expect(problems(`${MINIMAL}customization:\n  agent_card_config: {name: 12, skills: notalist, bogus_field: 1}\n`)).toEqual([
+      "customization.agent_card_config.name: Invalid input: expected string, received number",
+      "customization.agent_card_config.skills: Invalid input: expected array, received string",
+      "customization.agent_card_config.bogus_field: unknown key",
+    ]);
+  });
+
+  it("loads a valid card with the card's defaults", () => {
+    const config = accepted(parseConfig(`${MINIMAL}customization:\n  agent_card_config: {name: Agent, skills: [{id: a, name: A, description: Answers}]}\n`, {}));
+    expect(config.customization.agent_card_config).toMatchObject({ name: "Agent", protocolVersion: "0.3.0", skills: [{ id: "a", tags: [] }] });
+  });
+});
+
 describe("environment references", () => {
   it("resolves ${env.NAME} anywhere inside a string", () => {
     const text = "inference_backend:\n  url: http://${env.HOST}:8321/v1\n  api_key: ${env.KEY}\n";

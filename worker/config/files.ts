@@ -3,8 +3,8 @@
 // a path inside the bundled config/ folder, or env:NAME for the text of a Worker variable or secret.
 // The Worker reads the folder through its CONFIG_FILES assets binding and `npm run deploy` from the
 // checkout, both through this code, so the helper refuses what the Worker would, in the same words.
-import type { ConfigProblem } from "./load.ts";
-import { readDocument } from "./load.ts";
+import { AgentCardConfigSchema, type AgentCardConfig } from "./agent-card.ts";
+import { describeError, readDocument, type ConfigProblem } from "./load.ts";
 import { MCP_CREDENTIAL_KEYWORDS, type Config } from "./schema.ts";
 
 /** The bundled config/ folder: the text of a file by its path inside it, or null when there is none. */
@@ -16,8 +16,8 @@ export type FileSections = Pick<Config, "customization" | "mcp_servers" | "splun
 export interface ConfiguredFiles {
   /** customization.system_prompt, else the text of the file system_prompt_path names, if any. */
   systemPrompt: string | null;
-  /** The document customization.agent_card_path names, when it names one. */
-  agentCardFile: unknown;
+  /** The card customization.agent_card_path names, when it names one. */
+  agentCardFile: AgentCardConfig | null;
   /**
    * Credentials held by the deployment, by the dotted path of the field naming them: read from the
    * file the field names, or the field's own value when it was written as a `${env.NAME}` reference.
@@ -50,11 +50,11 @@ export async function readConfiguredFiles(
   const custom = sections.customization;
   const systemPrompt = custom?.system_prompt ?? (await read("customization.system_prompt_path", custom?.system_prompt_path));
   const cardText = await read("customization.agent_card_path", custom?.agent_card_path);
-  let agentCardFile: unknown = null;
+  let agentCardFile: AgentCardConfig | null = null;
   if (cardText !== null) {
-    const card = readDocument(cardText);
-    if (card.ok) agentCardFile = card.value;
-    else problems.push({ path: "customization.agent_card_path", message: card.message });
+    const card = readAgentCard(cardText);
+    if (card.ok) agentCardFile = card.card;
+    else problems.push({ path: "customization.agent_card_path", message: `${custom?.agent_card_path} is not a valid agent card: ${card.problem}` });
   }
   const heldSecrets = new Map<string, string>();
   for (const { path, value } of heldSecretFields(sections)) {
@@ -72,6 +72,14 @@ export async function readConfiguredFiles(
     }
   }
   return { systemPrompt, agentCardFile, heldSecrets, problems };
+}
+
+/** An agent card file (YAML or JSON), checked as the inline card is. */
+function readAgentCard(text: string): { ok: true; card: AgentCardConfig } | { ok: false; problem: string } {
+  const document = readDocument(text);
+  if (!document.ok) return { ok: false, problem: document.message };
+  const card = AgentCardConfigSchema.safeParse(document.value);
+  return card.success ? { ok: true, card: card.data } : { ok: false, problem: describeError(card.error).join("; ") };
 }
 
 /**

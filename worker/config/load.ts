@@ -283,6 +283,11 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** What is wrong with a value a schema refused: a line per problem, led by its dotted path inside the value. */
+export function describeError(error: z.ZodError): string[] {
+  return error.issues.flatMap(describeIssue).map(({ path, message }) => (path.length === 0 ? message : `${dotted(path)}: ${message}`));
+}
+
 function describeIssue(issue: z.core.$ZodIssue): Problem[] {
   switch (issue.code) {
     case "unrecognized_keys":

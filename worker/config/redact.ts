@@ -3,8 +3,9 @@ import type { Config } from "./schema.ts";
 
 export const REDACTED = "**********";
 
-// Free-form maps (provider extras, native overrides, the inline agent card) have no schema to say
-// which of their values are credentials, so there, and only there, string values are hidden by name.
+// Free-form maps (provider extras, native overrides) have no schema to say which of their values are
+// credentials, and the inline agent card's (the A2A card's) declares none though it has free-form
+// parts (extension params, signature headers): there, and only there, string values are hidden by name.
 const FREE_FORM = new Set(["inference.providers.*.extra", "inference_backend.config.native_override", "customization.agent_card_config"]);
 const SECRET_LOOKING = /secret|passw(?:or)?d|api[-_]?key|credential|^authorization$|token$/i;
 
