@@ -115,8 +115,10 @@ function withSpecNames(document: unknown): unknown {
 
 /**
  * A configuration document (or a file it names) as a value: JSON, or YAML read as the original system
- * reads it. What is wrong with a document that cannot be read is said by where, never by quoting it:
- * the text around a mistake may be a secret.
+ * reads it. A document that cannot be read is reported by where it breaks: V8's words for broken
+ * JSON quote the text around the mistake, which may be a secret, so a line and column replace them;
+ * the yaml package's first line says what and where (quoting a few characters at most: a tag, an
+ * escape sequence, a block scalar header).
  */
 export function readDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
   const source = text.replace(/^\uFEFF/, "");
