@@ -22,7 +22,7 @@ export interface LoadedConfiguration {
   /** Credentials held by the deployment, by the dotted path of the field naming them (config/files.ts). */
   heldSecrets: ReadonlyMap<string, string>;
   backends: Backends;
-  /** What an operator should know of a configuration that loads: settings that do nothing here, ... */
+  /** What an operator should know of a configuration that loads, a line each: settings that do nothing here, the backends' notes. */
   warnings: string[];
 }
 
