@@ -8,9 +8,11 @@
  *  1. checks that wrangler is logged in (`wrangler login`) or has CLOUDFLARE_API_TOKEN, and that it
  *     knows which account to use (CLOUDFLARE_ACCOUNT_ID when the login sees several);
  *  2. checks the configuration and its secrets before touching anything: the configuration document
- *     (PARLEY_CONFIG) must load with the values the Worker will have, and every variable it names
- *     (`${env.NAME}`, `env:NAME`, `api_key_env`) must come from the environment, from a secret the
- *     Worker already has, or from wrangler.toml's [vars];
+ *     (PARLEY_CONFIG) must load as the Worker loads it (the same code: the schema, the files it names
+ *     read from the checkout's config/ folder, which the Worker gets as its assets, its backends),
+ *     with the values the Worker will have, and every variable it names (`${env.NAME}`, `env:NAME`,
+ *     `api_key_env`) must come from the environment, from a secret the Worker already has, or from
+ *     wrangler.toml's [vars];
  *  3. creates the D1 database and the R2 bucket wrangler.toml names (`parley`, `parley-data`), or
  *     finds them, and reads the database's id;
  *  4. writes wrangler.deploy.toml: wrangler.toml with that id, git-ignored, so an account's ids never
@@ -44,8 +46,10 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { parse as parseYaml } from "yaml";
-import { parseConfig } from "../worker/config/load.ts";
+import type { BundledFiles } from "../worker/config/files.ts";
+import { readDocument } from "../worker/config/load.ts";
+import { loadConfiguration } from "../worker/configuration.ts";
+import { scrub } from "../worker/log.ts";
 
 export const DEPLOY_CONFIG = "wrangler.deploy.toml";
 const PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000";
@@ -89,6 +93,8 @@ export interface WranglerToml {
   database: { name: string; id: string };
   bucket: string;
   vars: Record<string, string>;
+  /** The folder the CONFIG_FILES assets binding serves: the files configuration fields name. */
+  assets: string;
 }
 
 /** `key = "value"` lines per table header; enough for the keys read here. */
@@ -119,6 +125,7 @@ export function readWranglerToml(text: string): WranglerToml {
     database: { name: d1[0]!.values.database_name, id: d1[0]!.values.database_id ?? PLACEHOLDER_ID },
     bucket: r2[0]!.values.bucket_name!,
     vars: all.find((t) => t.header === "[vars]")?.values ?? {},
+    assets: all.find((t) => t.header === "[assets]")?.values.directory ?? "config",
   };
 }
 
@@ -159,12 +166,8 @@ export interface NeededVariables {
 export function neededVariables(text: string): NeededVariables {
   const required = new Set<string>();
   const optional = new Set<string>();
-  let document: unknown;
-  try {
-    document = parseYaml(text.replace(/^\uFEFF/, ""));
-  } catch {
-    return { required: [], optional: [] }; // parseConfig reports the broken document
-  }
+  const document = readDocument(text);
+  if (!document.ok) return { required: [], optional: [] }; // parseConfig reports the broken document
   const walk = (value: unknown, key?: string) => {
     if (typeof value === "string") {
       for (const [, name, fallback] of value.matchAll(REFERENCE)) (fallback ? optional : required).add(name!);
@@ -175,7 +178,7 @@ export function neededVariables(text: string): NeededVariables {
     } else if (Array.isArray(value)) value.forEach((item) => walk(item));
     else if (value && typeof value === "object") for (const [k, v] of Object.entries(value)) walk(v, k);
   };
-  walk(document);
+  walk(document.value);
   for (const name of required) optional.delete(name);
   return { required: [...required].sort(), optional: [...optional].sort() };
 }
@@ -189,12 +192,12 @@ interface SecretPlan {
   kept: string[];
 }
 
-function planSecrets(
+async function planSecrets(
   options: DeployOptions,
   toml: WranglerToml,
   configText: string | undefined,
   existing: Set<string>,
-): SecretPlan {
+): Promise<SecretPlan> {
   const upload: Record<string, string> = {};
   const kept: string[] = [];
   const missing: string[] = [];
@@ -224,19 +227,34 @@ function planSecrets(
     );
   }
   if (configText !== undefined) {
-    // The document must load with what the Worker will have. Secrets the Worker keeps are unknown
-    // here: what depends on them is not checked.
+    // The document must load as the Worker will load it, with what the Worker will have: the
+    // variables, and the files it names from the folder its assets binding serves. Secrets the
+    // Worker keeps are unknown here: what depends on them is not checked.
     const env: Record<string, string> = { ...toml.vars, ...upload };
-    const problems = parseConfigProblems(configText, env).filter(
-      (problem) => !kept.some((name) => problem.message === `environment variable ${name} is not set`),
+    const result = await loadConfiguration(configText, env, checkoutFiles(resolve(options.root, toml.assets)));
+    const problems = (result.ok ? [] : result.problems).filter(
+      (problem) => !kept.some((name) => problem.message.startsWith(`environment variable ${name} is not set`)),
     );
     if (problems.length > 0) {
       throw new DeployError(
-        `The configuration (${options.configFile}) does not load:\n${problems.map((p) => `  ${p.path}: ${p.message}`).join("\n")}`,
+        `The configuration (${options.configFile}) does not load:\n${problems.map((p) => `  ${p.path}: ${scrub(p.message, result.scrubbed)}`).join("\n")}`,
       );
     }
+    if (result.ok) for (const warning of result.loaded.warnings) options.log(`Configuration ${options.configFile}: ${warning}`);
   }
   return { upload, kept };
+}
+
+/** The checkout's folder of bundled files, read as the Worker's CONFIG_FILES binding serves it. */
+function checkoutFiles(folder: string): BundledFiles {
+  return async (relative) => {
+    try {
+      return await readFile(join(folder, relative), "utf8");
+    } catch (error) {
+      if (["ENOENT", "EISDIR", "ENOTDIR"].includes((error as NodeJS.ErrnoException).code ?? "")) return null;
+      throw error;
+    }
+  };
 }
 
 /**
@@ -246,12 +264,10 @@ function planSecrets(
 function configSecret(text: string, log: (line: string) => void): string {
   const bytes = Buffer.byteLength(text);
   if (bytes <= SECRET_LIMIT) return text;
-  let compact: string;
-  try {
-    compact = JSON.stringify(parseYaml(text.replace(/^\uFEFF/, "")));
-  } catch {
-    return text; // not loadable: the configuration check that follows says why
-  }
+  // Read as the Worker reads the document, so the JSON means what the YAML meant there (YAML 1.1's yes/no).
+  const document = readDocument(text);
+  if (!document.ok) return text; // not loadable: the configuration check that follows says why
+  const compact = JSON.stringify(document.value);
   if (Buffer.byteLength(compact) > SECRET_LIMIT) {
     throw new DeployError(
       `The configuration is ${bytes} bytes (${Buffer.byteLength(compact)} as compact JSON); a Worker secret holds at most ${SECRET_LIMIT}. ` +
@@ -260,11 +276,6 @@ function configSecret(text: string, log: (line: string) => void): string {
   }
   log(`The configuration is ${bytes} bytes, over the ${SECRET_LIMIT} a Worker secret holds: uploading it as compact JSON (${Buffer.byteLength(compact)} bytes).`);
   return compact;
-}
-
-function parseConfigProblems(text: string, env: Record<string, string>) {
-  const result = parseConfig(text, env);
-  return result.ok ? [] : result.problems;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -355,7 +366,7 @@ export async function deploy(options: DeployOptions): Promise<void> {
 
   log(`Cloudflare: ${await checkLogin(options)}`);
   const existing = await existingSecrets(options, toml.name);
-  const secrets = planSecrets(options, toml, configText, existing);
+  const secrets = await planSecrets(options, toml, configText, existing);
 
   let databaseId = await d1Id(options, toml.database.name);
   if (databaseId) log(`D1 database ${toml.database.name}: exists (${databaseId})`);
@@ -408,7 +419,7 @@ async function dryRun(options: DeployOptions, toml: WranglerToml, trackedText: s
   log("Dry run: nothing is created, uploaded or changed on a Cloudflare account.");
   if (configText !== undefined) {
     // Without the account the Worker's current secrets are unknown: every needed one must be in the environment.
-    const secrets = planSecrets(options, toml, configText, new Set());
+    const secrets = await planSecrets(options, toml, configText, new Set());
     log(`Configuration ${options.configFile}: loads; secrets that would be uploaded: ${Object.keys(secrets.upload).sort().join(", ")}`);
   }
   // Keep the id of an earlier real deployment, if any, so a dry run never undoes it.

@@ -466,6 +466,21 @@ shields:
   });
 });
 
+describe("customization.agent_card_config", () => {
+  it("is checked against the A2A card's shape at load, naming each key", () => {
+    expect(problems(`${MINIMAL}customization:\n  agent_card_config: {name: 12, skills: notalist, bogus_field: 1}\n`)).toEqual([
+      "customization.agent_card_config.name: Invalid input: expected string, received number",
+      "customization.agent_card_config.skills: Invalid input: expected array, received string",
+      "customization.agent_card_config.bogus_field: unknown key",
+    ]);
+  });
+
+  it("loads a valid card with the card's defaults", () => {
+    const config = accepted(parseConfig(`${MINIMAL}customization:\n  agent_card_config: {name: Agent, skills: [{id: a, name: A, description: Answers}]}\n`, {}));
+    expect(config.customization.agent_card_config).toMatchObject({ name: "Agent", protocolVersion: "0.3.0", skills: [{ id: "a", tags: [] }] });
+  });
+});
+
 describe("environment references", () => {
   it("resolves ${env.NAME} anywhere inside a string", () => {
     const text = "inference_backend:\n  url: http://${env.HOST}:8321/v1\n  api_key: ${env.KEY}\n";
@@ -493,6 +508,28 @@ describe("environment references", () => {
     ]);
   });
 
+  it("says a variable is empty when the value it gave fails for being empty", () => {
+    const text = [
+      "inference_backend:",
+      "  url: ${env.URL}",
+      "  api_key: ${env.KEY}",
+      "mcp_servers:",
+      "  - name: tickets",
+      "    url: https://mcp.example.com/mcp",
+      "    authorization_headers: {Authorization: '${env.MCP_TOKEN}'}",
+      "",
+    ].join("\n");
+    expect(problems(text, { URL: "", KEY: "", MCP_TOKEN: "" })).toEqual([
+      "inference_backend.url: environment variable URL is set but empty",
+      "inference_backend.api_key: environment variable KEY is set but empty",
+      "mcp_servers.0.authorization_headers.Authorization: environment variable MCP_TOKEN is set but empty",
+    ]);
+    // The original system's section name reports the same.
+    expect(problems(text.replace("inference_backend:", "llama_stack:"), { URL: "", KEY: "k", MCP_TOKEN: "t" })).toEqual([
+      "inference_backend.url: environment variable URL is set but empty",
+    ]);
+  });
+
   it("reports a missing variable once, at the field that names it", () => {
     const text = "inference_backend:\n  url: ${env.PARLEY_BACKEND_URL}\n  api_key: ${env.KEY}\n";
     expect(problems(text, { KEY: { not: "a string" } })).toEqual([
@@ -509,15 +546,34 @@ describe("document formats", () => {
   });
 
   it("reports broken JSON and YAML as one document problem", () => {
-    const json = problems('{"inference_backend": ');
-    expect(json).toHaveLength(1);
-    expect(json[0]).toMatch(/^document: /);
+    expect(problems('{"inference_backend": ')).toEqual(["document: not valid JSON: the document ends early at line 1, column 23"]);
     expect(problems("a: [1\n")).toEqual([
       "document: Flow sequence in block collection must be sufficiently indented and end with a ] at line 2, column 1",
     ]);
     expect(problems("service: {port: 1}\nservice: {port: 2}\n")).toEqual([
       "document: Map keys must be unique at line 2, column 1",
     ]);
+  });
+
+  it("reads YAML as the original system's PyYAML does (YAML 1.1): yes/no/on/off are switches, y and n are text", () => {
+    const text = [
+      "user_data_collection: {feedback_enabled: yes, feedback_storage: /data/feedback, transcripts_enabled: no}",
+      "service: {auth_enabled: On, color_log: OFF}",
+      "inference_backend:",
+      "  url: http://127.0.0.1:8321/v1",
+      "  config: {native_override: {n: 2, y: x, stop: [n]}}",
+      "",
+    ].join("\n");
+    const config = accepted(parseConfig(text, {}));
+    expect(config.user_data_collection).toMatchObject({ feedback_enabled: true, transcripts_enabled: false });
+    expect(config.service).toMatchObject({ auth_enabled: true, color_log: false });
+    expect(config.inference_backend.config.native_override).toEqual({ n: 2, y: "x", stop: ["n"] });
+  });
+
+  it("says where JSON is broken without quoting it: the text there may be a secret", () => {
+    const text = '{\n  "inference_backend": {\n    "url": "http://127.0.0.1:8321/v1",\n    "api_key": sk-topsecret-0042\n  }\n}';
+    expect(problems(text)).toEqual(["document: not valid JSON: unexpected character at line 4, column 16"]);
+    expect(problems('{"a": [1, 2,]}')).toEqual(["document: not valid JSON: unexpected character at line 1, column 13"]);
   });
 
   it("rejects an empty document and one that is not a mapping", () => {
@@ -602,7 +658,8 @@ describe("inertSettings", () => {
       "  max_retries: 5",
       "  retry_delay: 2",
       "service: {color_log: false, auth_enabled: true}",
-      "quota_handlers: {scheduler: {period: 300}}",
+      "quota_handlers: {scheduler: {period: 300}, postgres: {db: quota, user: quota}}",
+      "database: {sqlite: {db_path: /var/lib/parley/parley.db}}",
       "customization: {profile_path: /profiles/x.py}",
       "byok_rag:",
       "  - {rag_id: docs, vector_db_id: vs_docs, db_path: /data/docs.faiss, embedding_model: all-MiniLM-L6-v2, embedding_dimension: 384}",
@@ -614,9 +671,12 @@ describe("inertSettings", () => {
       "service.color_log",
       "service.auth_enabled",
       "quota_handlers.scheduler",
+      "quota_handlers.postgres",
+      "database.sqlite.db_path",
       "customization.profile_path",
       "knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password",
     ]);
+    expect(inertSettings(loaded(`${MINIMAL}quota_handlers: {sqlite: {db_path: /var/lib/parley/quota.db}}\n`).config)).toEqual(["quota_handlers.sqlite"]);
   });
 });
 
@@ -680,5 +740,25 @@ describe("redactConfig", () => {
     const { config, secrets } = loaded(text, { PW: "hunter2" });
     const hidden = redactConfig(config, secrets) as Config;
     expect(hidden.inference_backend.url).toBe(`https://user:${REDACTED}@backend.example.com/v1`);
+  });
+
+  it("hides the values of query parameters that carry credentials, in every URL, and nothing else of it", () => {
+    const text = [
+      "inference_backend:",
+      "  url: http://h/v1?token=querysecret77",
+      "mcp_servers:",
+      "  - {name: a, url: 'https://mcp.example.com/mcp?region=eu&API_KEY=k1&Signature=s2&x-amz-security-token=s3&keep=1#token=frag'}",
+      "  - {name: b, url: 'https://u:pw@mcp.example.com/mcp?access_token=t4&apikey=t5'}",
+      "  - {name: c, url: 'https://mcp.example.com/mcp?tokens=list&sig'}",
+      "",
+    ].join("\n");
+    const { config, secrets } = loaded(text);
+    const hidden = redactConfig(config, secrets) as Config;
+    expect(hidden.inference_backend.url).toBe(`http://h/v1?token=${REDACTED}`);
+    expect(hidden.mcp_servers.map((server) => server.url)).toEqual([
+      `https://mcp.example.com/mcp?region=eu&API_KEY=${REDACTED}&Signature=${REDACTED}&x-amz-security-token=${REDACTED}&keep=1#token=frag`,
+      `https://u:${REDACTED}@mcp.example.com/mcp?access_token=${REDACTED}&apikey=${REDACTED}`,
+      "https://mcp.example.com/mcp?tokens=list&sig",
+    ]);
   });
 });

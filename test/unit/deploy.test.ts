@@ -172,13 +172,18 @@ describe("npm run deploy", () => {
   });
 
   it("a configuration longer than a Worker secret holds goes up as compact JSON", async () => {
-    const long = `${"# a long explanation of every setting, kept in the operator's copy\n".repeat(100)}${CONFIG}`;
+    // yes: YAML 1.1's true, as the Worker reads the document, so the JSON must say true.
+    const long = `${"# a long explanation of every setting, kept in the operator's copy\n".repeat(100)}${CONFIG}user_data_collection: {feedback_enabled: yes, feedback_storage: /data/feedback}\n`;
     await writeFile(join(root, "parley.yaml"), long);
     const account: Account = { databases: [{ uuid: DB_ID, name: "parley" }], buckets: ["parley-data"], secrets: [] };
     const fake = fakeWrangler(account);
     await deploy(options(fake.wrangler, { configFile: join(root, "parley.yaml") }));
     const uploaded = fake.uploaded()!.PARLEY_CONFIG!;
-    expect(JSON.parse(uploaded)).toMatchObject({ name: "Deployed Parley", inference_backend: { api_key: "${env.BACKEND_API_KEY}" } });
+    expect(JSON.parse(uploaded)).toMatchObject({
+      name: "Deployed Parley",
+      inference_backend: { api_key: "${env.BACKEND_API_KEY}" },
+      user_data_collection: { feedback_enabled: true },
+    });
     expect(uploaded.length).toBeLessThan(5 * 1024);
     expect(lines.join("\n")).toMatch(/uploading it as compact JSON/);
   });
@@ -236,6 +241,19 @@ describe("npm run deploy", () => {
       expect(creates(fake.calls)).toEqual([]);
     });
 
+    it("a configuration naming files the Worker cannot read, in the Worker's words", async () => {
+      const files = `${CONFIG}customization:\n  system_prompt_path: /etc/lightspeed/system_prompt.txt\n  agent_card_path: missing-card.yaml\n`;
+      await writeFile(join(root, "parley.yaml"), files);
+      const fake = fakeWrangler({ databases: [], buckets: [], secrets: null });
+      const error = (await deploy(options(fake.wrangler, { dryRun: true, outdir: join(root, "out"), configFile: join(root, "parley.yaml") })).catch((e: unknown) => e)) as Error;
+      expect(error).toBeInstanceOf(DeployError);
+      expect(error.message.split("\n").slice(1)).toEqual([
+        "  customization.system_prompt_path: /etc/lightspeed/system_prompt.txt is not a bundled file: name a file under config/ or env:NAME",
+        "  customization.agent_card_path: bundled file config/missing-card.yaml not found",
+      ]);
+      expect(fake.calls).toEqual([]);
+    });
+
     it("a wrangler.toml value pointing at this machine does not count as the deployment's value", async () => {
       await writeFile(join(root, "parley.yaml"), CONFIG.replace("${env.BACKEND_URL}", "${env.PARLEY_BACKEND_URL}"));
       const fake = fakeWrangler({ databases: [], buckets: [], secrets: null });
@@ -257,6 +275,28 @@ describe("npm run deploy", () => {
     await writeFile(file, deployToml(TRACKED, DB_ID));
     await deploy(options(fakeWrangler({ databases: [], buckets: [], secrets: null }).wrangler, { dryRun: true, outdir }));
     expect(readWranglerToml(await deployFile()).database.id).toBe(DB_ID);
+  });
+
+  it("reads the files a configuration names from the checkout's config/ folder, or from the variables env:NAME names, and says what would warn", async () => {
+    await mkdir(join(root, "config"));
+    await writeFile(join(root, "config/prompt.txt"), "You are a deployed assistant.");
+    await writeFile(join(root, "config/card.yaml"), "name: Deployed agent\n");
+    await writeFile(join(root, "config/mcp-token"), "Bearer held-token-0042");
+    const text = `${CONFIG}service: {color_log: false}
+customization:
+  system_prompt_path: config/prompt.txt
+  agent_card_path: ./card.yaml
+mcp_servers:
+  - {name: files, url: "https://mcp.example.com/mcp", authorization_headers: {Authorization: mcp-token, X-Other: "env:OTHER_TOKEN"}}
+`;
+    await writeFile(join(root, "parley.yaml"), text);
+    const fake = fakeWrangler({ databases: [], buckets: [], secrets: null });
+    const run = options(fake.wrangler, { dryRun: true, outdir: join(root, "out"), configFile: join(root, "parley.yaml") });
+    await expect(deploy(run)).rejects.toThrow(/Not set in the environment: OTHER_TOKEN/);
+    await deploy({ ...run, env: { ...SECRET_VALUES, OTHER_TOKEN: "other-token-value" } });
+    expect(lines).toContain(`Configuration ${join(root, "parley.yaml")}: loads; secrets that would be uploaded: BACKEND_API_KEY, BACKEND_URL, OTHER_TOKEN, PARLEY_CONFIG`);
+    // What the Worker would warn about when it loads the document, said before it is deployed.
+    expect(lines).toContain(`Configuration ${join(root, "parley.yaml")}: these settings have no effect in this release: service.color_log`);
   });
 
   it("--dry-run fails when the bundle does not build", async () => {

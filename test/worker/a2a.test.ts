@@ -135,18 +135,32 @@ describe("agent card", () => {
     expect((await callJson<AgentCard>("/a2a", { config: custom })).body.protocolVersion).toBe("0.3.1");
   });
 
-  it("explains a missing or malformed card in the SPEC envelope", async () => {
+  it("explains a missing card in the SPEC envelope", async () => {
     const missing = await callJson("/.well-known/agent-card.json", { config: testConfig() });
     expect(missing).toEqual({
       status: 404,
       body: { detail: { response: "Agent card not configured", cause: expect.stringContaining("customization.agent_card_config") } },
     });
-    const bad = testConfig({ customization: { agent_card_config: { ...CARD, skills: [{ id: "x" }], documentation_url: "x" } } });
-    const invalid = await callJson<{ detail: { response: string; cause: string } }>("/a2a", { config: bad });
-    expect(invalid.status).toBe(500);
-    expect(invalid.body.detail.response).toBe("Agent card is not valid");
-    expect(invalid.body.detail.cause).toContain("skills.0.name");
-    expect(invalid.body.detail.cause).toContain("documentation_url");
+  });
+
+  it("a card that is not valid, inline or in its file, fails the configuration load naming the key", async () => {
+    const inline = testConfig({ customization: { agent_card_config: { name: 12, skills: "notalist", bogus_field: 1 } } });
+    expect(await callJson("/.well-known/agent-card.json", { config: inline })).toEqual({
+      status: 500,
+      body: {
+        detail: {
+          response: "Configuration is not loaded",
+          cause:
+            "configuration has not been initialized: invalid keys customization.agent_card_config.name, customization.agent_card_config.skills, customization.agent_card_config.bogus_field",
+        },
+      },
+    });
+    // parley.example.yaml is no agent card.
+    const file = testConfig({ customization: { agent_card_path: "parley.example.yaml" } });
+    expect(await callJson("/a2a", { config: file })).toEqual({
+      status: 500,
+      body: { detail: { response: "Configuration is not loaded", cause: "configuration has not been initialized: invalid keys customization.agent_card_path" } },
+    });
   });
 
   it("lets the SDK client read the card", async () => {

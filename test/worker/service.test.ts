@@ -129,16 +129,30 @@ describe("configuration", () => {
     }
   });
 
+  it("names the files a document names that cannot be read together with its other problems, so one pass fixes it", async () => {
+    const broken = testConfig({
+      inference_backend: { timeout: "soon" },
+      customization: { system_prompt_path: "/etc/lightspeed/system_prompt.txt", agent_card_path: "missing-card.yaml" },
+    });
+    const { status, body } = await callJson<{ detail: { cause: string } }>("/v1/models", { config: broken });
+    expect(status).toBe(500);
+    expect(body.detail.cause).toBe(
+      "configuration has not been initialized: invalid keys inference_backend.timeout, customization.system_prompt_path, customization.agent_card_path",
+    );
+  });
+
   it("/v1/config hides every secret", async () => {
     const config = testConfig({
       inference_backend: { api_key: "sk-very-secret-key" },
       database: { postgres: { host: "db", db: "parley", user: "parley", password: "hunter2" } },
+      mcp_servers: [{ name: "tickets", url: "http://127.0.0.1:9/mcp?token=querysecret77" }],
     });
     const response = await call("/v1/config", { config });
     const text = await response.text();
     expect(response.status).toBe(200);
     expect(text).not.toContain("sk-very-secret-key");
     expect(text).not.toContain("hunter2");
+    expect(text).not.toContain("querysecret77");
     const body = JSON.parse(text) as { configuration: { inference_backend: { api_key: string } } };
     expect(body.configuration.inference_backend.api_key).toBe("**********");
   });

@@ -29,7 +29,8 @@ import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
 import { userMessage } from "../turn/attachments.ts";
 import { contextStub, type A2AContextApi } from "../../durable-objects/a2a-context-do.ts";
-import { AgentCardConfigSchema, agentCard, completeCard } from "./card.ts";
+import { AgentCardConfigSchema } from "../config/agent-card.ts";
+import { agentCard, completeCard } from "./card.ts";
 import { toA2AError } from "./errors.ts";
 import { sendInBatches, turnToA2A } from "./events.ts";
 import { parseSendParams, parseTaskId, parseTaskQuery, type SendRequest } from "./params.ts";
@@ -62,11 +63,7 @@ export class GatewayRequestHandler implements A2ARequestHandler {
 
   /** The configured card; without one the gateway's defaults, which say what the endpoint serves. */
   async getAgentCard(): Promise<AgentCard> {
-    try {
-      return agentCard(this.deps.rt, this.deps.requestUrl);
-    } catch {
-      return completeCard(this.deps.rt.config, AgentCardConfigSchema.parse({}), this.deps.requestUrl);
-    }
+    return completeCard(this.deps.rt.config, this.deps.rt.agentCard ?? AgentCardConfigSchema.parse({}), this.deps.requestUrl);
   }
 
   async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {

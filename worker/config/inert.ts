@@ -35,6 +35,12 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["service.auth_enabled", (config) => config.service.auth_enabled],
   // The cron trigger runs the quota scheduler every minute; its store is the database section's.
   ["quota_handlers.scheduler", (config) => changed(config.quota_handlers.scheduler, QuotaHandlersSchema.shape.scheduler)],
+  // Quota counters live in QuotaDO and token history in the database section's store, whatever
+  // quota_handlers names.
+  ["quota_handlers.sqlite", (config) => config.quota_handlers.sqlite !== undefined],
+  ["quota_handlers.postgres", (config) => config.quota_handlers.postgres !== undefined],
+  // database.sqlite means D1, which has no file to name.
+  ["database.sqlite.db_path", (config) => config.database.sqlite !== undefined],
   ["customization.profile_path", (config) => config.customization.profile_path !== undefined],
   ["customization.custom_profile.path", (config) => config.customization.custom_profile?.path !== undefined],
   // The Postgres store goes through its ws_proxy, which owns the connection to the server.

@@ -1,4 +1,4 @@
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, type Tags } from "yaml";
 import type { z } from "zod";
 import { type Config, ConfigSchema } from "./schema.ts";
 import { collectSecrets } from "./secrets.ts";
@@ -9,16 +9,23 @@ export interface ConfigProblem {
   message: string;
 }
 
-export type ParseConfigResult =
+export type ParseConfigResult = (
+  | { ok: true; config: Config }
   | {
-      ok: true;
-      config: Config;
-      /** Values of the fields the schema declares secret. */
-      secrets: string[];
-      /** Dotted paths of the values written as one whole `${env.NAME}` reference. */
-      fromEnvironment: Set<string>;
+      ok: false;
+      problems: ConfigProblem[];
+      /**
+       * The top-level sections that are valid on their own, as validation would give them, so that
+       * checks beyond the schema (the files they name) can report with the schema's problems.
+       */
+      sections: Partial<Config>;
     }
-  | { ok: false; problems: ConfigProblem[] };
+) & {
+  /** Values of the fields the schema declares secret (of the fields that validated, on failure). */
+  secrets: string[];
+  /** Dotted paths of the values written as one whole `${env.NAME}` reference. */
+  fromEnvironment: Set<string>;
+};
 
 type Path = readonly PropertyKey[];
 
@@ -27,29 +34,67 @@ type Problem = { path: Path; message: string };
 
 /**
  * Reads a configuration document (YAML, or JSON), resolves `${env.NAME}` references against
- * `env` and validates it. Problems come back all at once, each with its dotted path, so an operator
- * can fix a document in one pass.
+ * `env` and validates it. Its problems come back all at once, each with its dotted path, with the
+ * sections that are valid all the same: loading (worker/configuration.ts) reads the files those
+ * name and reports what is wrong with them alongside, so an operator fixes a document in one pass.
  */
 export function parseConfig(text: string, env: Record<string, unknown>): ParseConfigResult {
-  const document = parseDocument(text);
-  if (!document.ok) return { ok: false, problems: [{ path: "document", message: document.message }] };
-  if (document.value === null || document.value === undefined) {
-    return { ok: false, problems: [{ path: "document", message: "the configuration is empty" }] };
-  }
+  const unreadable = (message: string): ParseConfigResult => ({
+    ok: false,
+    problems: [{ path: "document", message }],
+    sections: {},
+    secrets: [],
+    fromEnvironment: new Set(),
+  });
+  const document = readDocument(text);
+  if (!document.ok) return unreadable(document.message);
+  if (document.value === null || document.value === undefined) return unreadable("the configuration is empty");
 
-  const envProblems: Problem[] = [];
-  const fromEnvironment = new Set<string>();
-  const resolved = withSpecNames(resolveReferences(document.value, env, [], envProblems, fromEnvironment));
-  const { value: result, secrets } = collectSecrets(() => ConfigSchema.safeParse(resolved));
+  // Named as SPEC names them first, so a reference's problems carry the paths validation reports.
+  const references: References = { problems: [], whole: new Set(), empty: [] };
+  const resolved = resolveReferences(withSpecNames(document.value), env, [], references);
+  const {
+    value: { result, sections },
+    secrets,
+  } = collectSecrets(() => {
+    const result = ConfigSchema.safeParse(resolved);
+    return { result, sections: result.success ? {} : validSections(resolved) };
+  });
 
-  // An unresolved reference also fails validation where it sits; saying so twice is noise.
-  const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue)).filter(
-    (problem) => !envProblems.some((envProblem) => covers(envProblem.path, problem.path)),
-  );
-  const problems = [...envProblems, ...schemaProblems].map(({ path, message }) => ({ path: dotted(path), message }));
+  const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue))
+    // An unresolved reference also fails validation where it sits; saying so twice is noise.
+    .filter((problem) => !references.problems.some((envProblem) => covers(envProblem.path, problem.path)))
+    // A value that a set but empty variable left empty fails for being empty, whatever the field's
+    // own words for it are (an MCP header's "expected one of kubernetes|client|oauth").
+    .map((problem) => {
+      const empty = references.empty.find((reference) => covers(reference.path, problem.path));
+      return empty ? { path: empty.path, message: `environment variable ${empty.name} is set but empty` } : problem;
+    });
+  const problems = uniqueProblems([...references.problems, ...schemaProblems].map(({ path, message }) => ({ path: dotted(path), message })));
 
-  if (problems.length > 0 || !result.success) return { ok: false, problems };
-  return { ok: true, config: result.data, secrets, fromEnvironment };
+  if (problems.length > 0 || !result.success) return { ok: false, problems, sections, secrets, fromEnvironment: references.whole };
+  return { ok: true, config: result.data, secrets, fromEnvironment: references.whole };
+}
+
+/** The top-level sections of `document` that validate on their own. */
+function validSections(document: unknown): Partial<Config> {
+  if (!isRecord(document)) return {};
+  const valid = Object.entries(ConfigSchema.shape).flatMap(([key, schema]) => {
+    const section = schema.safeParse(document[key]);
+    return section.success ? [[key, section.data] as const] : [];
+  });
+  return Object.fromEntries(valid) as Partial<Config>;
+}
+
+/** `problems` without repeats (several checks of one empty value say the same). */
+function uniqueProblems(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  return problems.filter(({ path, message }) => {
+    const key = `${path}\n${message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 /** Sections the original system names otherwise (UPSTREAM "Vocabulary"), read under SPEC's names. */
@@ -68,12 +113,26 @@ function withSpecNames(document: unknown): unknown {
   return sections;
 }
 
-function parseDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
+/**
+ * A configuration document (or a file it names) as a value: JSON, or YAML read as the original system
+ * reads it. A document that cannot be read is reported by where it breaks: V8's words for broken
+ * JSON quote the text around the mistake, which may be a secret, so a line and column replace them;
+ * the yaml package's first line says what and where (quoting a few characters at most: a tag, an
+ * escape sequence, a block scalar header).
+ */
+export function readDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
   const source = text.replace(/^\uFEFF/, "");
+  // YAML would accept JSON too, but its messages about broken JSON talk about YAML flow maps.
+  if (source.trimStart().startsWith("{")) {
+    try {
+      return { ok: true, value: JSON.parse(source) };
+    } catch {
+      // V8's message quotes the document around the mistake (`..."api_key": sk-topsecr"...`).
+      return { ok: false, message: brokenJson(source) };
+    }
+  }
   try {
-    // YAML would accept JSON too, but its messages about broken JSON talk about YAML flow maps.
-    if (source.trimStart().startsWith("{")) return { ok: true, value: JSON.parse(source) };
-    return { ok: true, value: parseYaml(source) };
+    return { ok: true, value: parseYaml(source, { version: "1.1", customTags: asPyYaml }) };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     // The yaml package appends a multi-line excerpt of the source; the first line says it all.
@@ -81,21 +140,127 @@ function parseDocument(text: string): { ok: true; value: unknown } | { ok: false
   }
 }
 
+/** Where JSON that JSON.parse refused stops being JSON, as a line and column. */
+function brokenJson(text: string): string {
+  let at: number;
+  try {
+    at = jsonStopsAt(text);
+  } catch {
+    return "not valid JSON"; // nested deeper than the stack reaches
+  }
+  const lines = text.slice(0, at).split("\n");
+  const what = at >= text.length ? "the document ends early" : "unexpected character";
+  return `not valid JSON: ${what} at line ${lines.length}, column ${lines.at(-1)!.length + 1}`;
+}
+
+const JSON_LITERAL = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+const JSON_ESCAPE = /\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})/y;
+
+/** The offset of the first character of `text` that cannot be there in JSON (RFC 8259). */
+function jsonStopsAt(text: string): number {
+  let at = 0;
+  const stop = new Error("not JSON"); // unwinds the reading to its end
+  const fail = (): never => {
+    throw stop;
+  };
+  const space = () => {
+    while (at < text.length && " \t\n\r".includes(text[at]!)) at++;
+  };
+  const take = (char: string) => (text[at] === char ? at++ : fail());
+  const match = (pattern: RegExp) => {
+    pattern.lastIndex = at;
+    if (!pattern.test(text)) fail();
+    at = pattern.lastIndex;
+  };
+  const string = () => {
+    take('"');
+    while (text[at] !== '"') {
+      if (at >= text.length || text.charCodeAt(at) < 0x20) fail();
+      if (text[at] === "\\") match(JSON_ESCAPE);
+      else at++;
+    }
+    at++;
+  };
+  const list = (close: string, item: () => void) => {
+    space();
+    if (text[at] !== close) {
+      item();
+      space();
+      while (text[at] === ",") {
+        at++;
+        space();
+        item();
+        space();
+      }
+    }
+    take(close);
+  };
+  const member = () => {
+    string();
+    space();
+    take(":");
+    value();
+  };
+  const value = (): void => {
+    space();
+    if (text[at] === "{") {
+      at++;
+      list("}", member);
+    } else if (text[at] === "[") {
+      at++;
+      list("]", value);
+    } else if (text[at] === '"') string();
+    else match(JSON_LITERAL);
+  };
+  try {
+    value();
+    space();
+    return at;
+  } catch (error) {
+    if (error === stop) return at;
+    throw error;
+  }
+}
+
+// The original system reads its YAML with PyYAML, which speaks YAML 1.1: configurations written for
+// it say `feedback_enabled: yes` (or no, on, off). PyYAML reads y and n as strings, where the yaml
+// package's 1.1 schema follows the spec and reads them as booleans too (a provider's `n: 2` would
+// become `false: 2`), so its boolean tags take PyYAML's words.
+const PYYAML_TRUE = /^(?:yes|Yes|YES|true|True|TRUE|on|On|ON)$/;
+const PYYAML_FALSE = /^(?:no|No|NO|false|False|FALSE|off|Off|OFF)$/;
+const asPyYaml = (tags: Tags): Tags =>
+  tags.map((tag) =>
+    typeof tag === "object" && tag.collection === undefined && tag.tag === "tag:yaml.org,2002:bool" ? { ...tag, test: tag.identify?.(true) ? PYYAML_TRUE : PYYAML_FALSE } : tag,
+  );
+
 // `${env.NAME}` or `${env.NAME:=fallback}` (the fallback form is the one Llama Stack configs use).
 const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}/g;
 
-const WHOLE_REFERENCE = /^\$\{env\.[A-Za-z_][A-Za-z0-9_]*(?::=[^}]*)?\}$/;
+const WHOLE_REFERENCE = /^\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=[^}]*)?\}$/;
 
-function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, problems: Problem[], whole: Set<string>): unknown {
+/** What resolving a document's references found. */
+interface References {
+  /** Variables that are not set (or not text), where they are named. */
+  problems: Problem[];
+  /** Dotted paths of the values written as one whole reference. */
+  whole: Set<string>;
+  /** Values written as one whole reference to a variable that is set to the empty string. */
+  empty: Array<{ path: Path; name: string }>;
+}
+
+function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, found: References): unknown {
   if (typeof value === "string") {
-    if (WHOLE_REFERENCE.test(value.trim())) whole.add(dotted(path));
-    return resolveString(value, env, path, problems);
+    const resolved = resolveString(value, env, path, found.problems);
+    const whole = WHOLE_REFERENCE.exec(value.trim());
+    if (whole) {
+      found.whole.add(dotted(path));
+      if (resolved === "") found.empty.push({ path, name: whole[1]! });
+    }
+    return resolved;
   }
-  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], problems, whole));
+  if (Array.isArray(value)) return value.map((item, index) => resolveReferences(item, env, [...path, index], found));
   if (isRecord(value)) {
-    return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], problems, whole)]),
-    );
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, resolveReferences(item, env, [...path, key], found)]));
   }
   return value;
 }
@@ -118,6 +283,11 @@ function resolveString(text: string, env: Record<string, unknown>, path: Path, p
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** What is wrong with a value a schema refused: a line per problem, led by its dotted path inside the value. */
+export function describeError(error: z.ZodError): string[] {
+  return error.issues.flatMap(describeIssue).map(({ path, message }) => (path.length === 0 ? message : `${dotted(path)}: ${message}`));
 }
 
 function describeIssue(issue: z.core.$ZodIssue): Problem[] {

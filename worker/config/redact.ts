@@ -3,8 +3,9 @@ import type { Config } from "./schema.ts";
 
 export const REDACTED = "**********";
 
-// Free-form maps (provider extras, native overrides, the inline agent card) have no schema to say
-// which of their values are credentials, so there, and only there, string values are hidden by name.
+// Free-form maps (provider extras, native overrides) have no schema to say which of their values are
+// credentials, and the inline agent card's (the A2A card's) declares none though it has free-form
+// parts (extension params, signature headers): there, and only there, string values are hidden by name.
 const FREE_FORM = new Set(["inference.providers.*.extra", "inference_backend.config.native_override", "customization.agent_card_config"]);
 const SECRET_LOOKING = /secret|passw(?:or)?d|api[-_]?key|credential|^authorization$|token$/i;
 
@@ -13,7 +14,8 @@ const SECRET_LOOKING = /secret|passw(?:or)?d|api[-_]?key|credential|^authorizati
  * secret() (their values, as parsing recorded them): a string that is one is replaced whole, and one
  * of MIN_SECRET_LENGTH characters or more also where it appears inside another string (a URL), so
  * nothing depends on what a field happens to be called. A shorter secret is not searched for inside
- * other strings: the places it would blank out ("x" in every word) would spell it out.
+ * other strings: the places it would blank out ("x" in every word) would spell it out. URLs also
+ * lose the credentials they carry by their form: a password, and credential query parameters.
  */
 export function redactConfig(config: Config, secrets: readonly string[]): unknown {
   const all = new Set(secrets);
@@ -23,7 +25,7 @@ export function redactConfig(config: Config, secrets: readonly string[]): unknow
     if (all.has(text)) return REDACTED;
     let shown = text;
     for (const value of inside) if (shown.includes(value)) shown = shown.split(value).join(REDACTED);
-    return hideUrlPassword(shown);
+    return hideUrlCredentials(shown);
   };
   return redactValue(config, [], hide);
 }
@@ -43,15 +45,77 @@ function redactValue(value: unknown, path: string[], hide: (text: string) => str
   return value;
 }
 
-/** `postgres://user:pw@host` style URLs carry their password inline. */
-function hideUrlPassword(text: string): string {
-  if (!text.includes("@") || !text.includes("://")) return text;
+/**
+ * Query parameters that carry a credential: API keys and tokens some services take in the URL,
+ * and the signatures of pre-signed URLs (S3, GCS, Azure SAS), which grant access on their own.
+ * Compared in lower case.
+ */
+const CREDENTIAL_PARAMETERS = new Set([
+  "token",
+  "access_token",
+  "refresh_token",
+  "id_token",
+  "auth",
+  "auth_token",
+  "authorization",
+  "api_key",
+  "api-key",
+  "apikey",
+  "key",
+  "secret",
+  "client_secret",
+  "password",
+  "passwd",
+  "pwd",
+  "sig",
+  "signature",
+  "x-amz-signature",
+  "x-amz-credential",
+  "x-amz-security-token",
+  "x-goog-signature",
+  "x-goog-credential",
+]);
+
+/**
+ * A URL with the credentials it carries hidden: the password of `postgres://user:pw@host` and the
+ * values of credential query parameters (`?token=…`). Anything else, and any text that is not a
+ * URL, is shown as written.
+ */
+function hideUrlCredentials(text: string): string {
+  if (!text.includes("://")) return text;
+  let url: URL;
   try {
-    const url = new URL(text);
-    if (url.password === "") return text;
-    url.password = REDACTED;
-    return url.toString();
+    url = new URL(text);
   } catch {
     return text;
+  }
+  let shown = text;
+  if (url.password !== "") {
+    url.password = REDACTED;
+    shown = url.toString();
+  }
+  return url.search === "" ? shown : hideQueryCredentials(shown);
+}
+
+/** `url` (a valid URL) with the values of its credential query parameters hidden, the rest as written. */
+function hideQueryCredentials(url: string): string {
+  const start = url.indexOf("?") + 1;
+  const fragment = url.indexOf("#", start);
+  const end = fragment < 0 ? url.length : fragment;
+  const query = url
+    .slice(start, end)
+    .split("&")
+    .map((pair) => {
+      const [name = "", ...value] = pair.split("=");
+      return value.length > 0 && CREDENTIAL_PARAMETERS.has(parameterName(name)) ? `${name}=${REDACTED}` : pair;
+    });
+  return `${url.slice(0, start)}${query.join("&")}${url.slice(end)}`;
+}
+
+function parameterName(encoded: string): string {
+  try {
+    return decodeURIComponent(encoded.replace(/\+/g, " ")).toLowerCase();
+  } catch {
+    return encoded.toLowerCase();
   }
 }

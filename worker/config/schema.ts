@@ -1,5 +1,6 @@
 import * as z from "zod";
 import { actionNamed } from "../auth/actions.ts";
+import { AgentCardConfigSchema } from "./agent-card.ts";
 import { parseInterval } from "./interval.ts";
 import { secret } from "./secrets.ts";
 
@@ -462,8 +463,7 @@ export const CustomizationSchema = z.strictObject({
   system_prompt_path: nonEmpty().optional(),
   system_prompt: z.string().optional(),
   agent_card_path: nonEmpty().optional(),
-  // The agent card has its own, evolving schema; it is checked where the card is served.
-  agent_card_config: z.record(z.string(), z.unknown()).optional(),
+  agent_card_config: AgentCardConfigSchema.optional(),
   custom_profile: z
     .strictObject({
       path: nonEmpty().optional(),

@@ -4,7 +4,7 @@
 // envelope is here because the A2A SDK, not zod, parses it. test/worker/openapi.test.ts checks real
 // answers against these schemas, so a route that changes its shape fails there.
 import * as z from "zod";
-import { AgentCardConfigSchema } from "../a2a/card.ts";
+import { AgentCardConfigSchema } from "../config/agent-card.ts";
 import type { ModelInfo, RagChunk, ReferencedDocument } from "../domain/conversation.ts";
 import { ReadinessSchema } from "../metrics/readiness.ts";
 import type { AvailableQuotas } from "../quota/quotas.ts";

@@ -1,0 +1,74 @@
+// The configuration as the Worker loads it, whatever its text and files come from: the document
+// validated, the files it names read, the checks that need more than the schema made (the portal's
+// chunk filter, the backends). The Worker (runtime.ts) loads it with its bindings and `npm run deploy`
+// with the checkout's config/ directory, so a document the helper passes is one the Worker loads.
+import { buildBackends, type Backends } from "./backends/providers.ts";
+import type { AgentCardConfig } from "./config/agent-card.ts";
+import { readConfiguredFiles, type BundledFiles } from "./config/files.ts";
+import { inertSettings } from "./config/inert.ts";
+import { parseConfig, type ConfigProblem } from "./config/load.ts";
+import { isUnifiedRag, type Config } from "./config/schema.ts";
+import { knowledgeSources } from "./rag/knowledge.ts";
+import { parseBooleanQuery } from "./rag/solr.ts";
+
+export interface LoadedConfiguration {
+  config: Config;
+  /** Values of the fields the schema declares secret (/v1/config hides them). */
+  secrets: string[];
+  /** customization.system_prompt, else the text of the file system_prompt_path names, if any. */
+  systemPrompt: string | null;
+  /** The agent card: customization.agent_card_config, else the card agent_card_path names, if any. */
+  agentCard: AgentCardConfig | null;
+  /** Credentials held by the deployment, by the dotted path of the field naming them (config/files.ts). */
+  heldSecrets: ReadonlyMap<string, string>;
+  backends: Backends;
+  /** What an operator should know of a configuration that loads, a line each: settings that do nothing here, the backends' notes. */
+  warnings: string[];
+}
+
+/**
+ * The loaded configuration, or what is wrong with it. `scrubbed`, either way: every secret value met
+ * while loading (the schema's secret fields, held credentials, backend keys), which logs and error
+ * texts must not show.
+ */
+export type LoadResult =
+  | { ok: true; loaded: LoadedConfiguration; scrubbed: string[] }
+  | { ok: false; problems: ConfigProblem[]; scrubbed: string[] };
+
+/**
+ * Loads the configuration document `text` with the Worker variables `env` and the bundled files.
+ * Problems with the document and with the files it names come back together (the files of the
+ * sections that are valid are read even when others are not); the checks that need the whole
+ * configuration (the portal filter, the backends) follow once it is valid.
+ */
+export async function loadConfiguration(text: string, env: Record<string, unknown>, bundled: BundledFiles): Promise<LoadResult> {
+  const parsed = parseConfig(text, env);
+  const files = await readConfiguredFiles(parsed.ok ? parsed.config : parsed.sections, parsed.fromEnvironment, env, bundled);
+  const scrubbed = [...parsed.secrets, ...files.heldSecrets.values()];
+  if (!parsed.ok) return { ok: false, problems: [...parsed.problems, ...files.problems], scrubbed };
+  const config = parsed.config;
+  const problems = [...files.problems];
+  const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
+  if (chunkFilter) {
+    const filter = parseBooleanQuery(chunkFilter);
+    const field = config.rag && isUnifiedRag(config.rag) ? "rag.okp.chunk_filter_query" : "portal.chunk_filter_query";
+    if (!filter.ok) problems.push({ path: field, message: filter.problem });
+  }
+  const built = buildBackends(config, env);
+  if (!built.ok) problems.push(...built.problems);
+  if (problems.length > 0 || !built.ok) return { ok: false, problems, scrubbed };
+  const inert = inertSettings(config);
+  return {
+    ok: true,
+    scrubbed: [...scrubbed, ...built.secrets],
+    loaded: {
+      config,
+      secrets: parsed.secrets,
+      systemPrompt: files.systemPrompt,
+      agentCard: config.customization.agent_card_config ?? files.agentCardFile,
+      heldSecrets: files.heldSecrets,
+      backends: built.backends,
+      warnings: [...(inert.length > 0 ? [`these settings have no effect in this release: ${inert.join(", ")}`] : []), ...built.warnings],
+    },
+  };
+}
