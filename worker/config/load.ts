@@ -1,4 +1,4 @@
-import { parse as parseYaml, type Tags } from "yaml";
+import { parse as parseYaml, YAMLParseError, type Tags } from "yaml";
 import type { z } from "zod";
 import { type Config, ConfigSchema } from "./schema.ts";
 import { collectSecrets } from "./secrets.ts";
@@ -122,103 +122,24 @@ function withSpecNames(document: unknown): unknown {
  */
 export function readDocument(text: string): { ok: true; value: unknown } | { ok: false; message: string } {
   const source = text.replace(/^\uFEFF/, "");
-  // YAML would accept JSON too, but its messages about broken JSON talk about YAML flow maps.
-  if (source.trimStart().startsWith("{")) {
+  const json = source.trimStart().startsWith("{");
+  if (json) {
     try {
       return { ok: true, value: JSON.parse(source) };
     } catch {
-      // V8's message quotes the document around the mistake (`..."api_key": sk-topsecr"...`).
-      return { ok: false, message: brokenJson(source) };
+      // Read as YAML, as the original's PyYAML reads every document (`"api_key": sk-x` is YAML).
     }
   }
   try {
     return { ok: true, value: parseYaml(source, { version: "1.1", customTags: asPyYaml }) };
   } catch (error) {
+    // Both V8's and the yaml package's words about broken JSON quote it (V8 shows the text around
+    // the mistake, `..."api_key": sk-topsecr"...`): such a document is told by where alone.
+    const at = error instanceof YAMLParseError ? error.linePos?.[0] : undefined;
+    if (json) return { ok: false, message: `not valid JSON${at ? ` at line ${at.line}, column ${at.col}` : ""}` };
     const message = error instanceof Error ? error.message : String(error);
     // The yaml package appends a multi-line excerpt of the source; the first line says it all.
     return { ok: false, message: message.split("\n")[0].replace(/:$/, "") };
-  }
-}
-
-/** Where JSON that JSON.parse refused stops being JSON, as a line and column. */
-function brokenJson(text: string): string {
-  let at: number;
-  try {
-    at = jsonStopsAt(text);
-  } catch {
-    return "not valid JSON"; // nested deeper than the stack reaches
-  }
-  const lines = text.slice(0, at).split("\n");
-  const what = at >= text.length ? "the document ends early" : "unexpected character";
-  return `not valid JSON: ${what} at line ${lines.length}, column ${lines.at(-1)!.length + 1}`;
-}
-
-const JSON_LITERAL = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
-const JSON_ESCAPE = /\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})/y;
-
-/** The offset of the first character of `text` that cannot be there in JSON (RFC 8259). */
-function jsonStopsAt(text: string): number {
-  let at = 0;
-  const stop = new Error("not JSON"); // unwinds the reading to its end
-  const fail = (): never => {
-    throw stop;
-  };
-  const space = () => {
-    while (at < text.length && " \t\n\r".includes(text[at]!)) at++;
-  };
-  const take = (char: string) => (text[at] === char ? at++ : fail());
-  const match = (pattern: RegExp) => {
-    pattern.lastIndex = at;
-    if (!pattern.test(text)) fail();
-    at = pattern.lastIndex;
-  };
-  const string = () => {
-    take('"');
-    while (text[at] !== '"') {
-      if (at >= text.length || text.charCodeAt(at) < 0x20) fail();
-      if (text[at] === "\\") match(JSON_ESCAPE);
-      else at++;
-    }
-    at++;
-  };
-  const list = (close: string, item: () => void) => {
-    space();
-    if (text[at] !== close) {
-      item();
-      space();
-      while (text[at] === ",") {
-        at++;
-        space();
-        item();
-        space();
-      }
-    }
-    take(close);
-  };
-  const member = () => {
-    string();
-    space();
-    take(":");
-    value();
-  };
-  const value = (): void => {
-    space();
-    if (text[at] === "{") {
-      at++;
-      list("}", member);
-    } else if (text[at] === "[") {
-      at++;
-      list("]", value);
-    } else if (text[at] === '"') string();
-    else match(JSON_LITERAL);
-  };
-  try {
-    value();
-    space();
-    return at;
-  } catch (error) {
-    if (error === stop) return at;
-    throw error;
   }
 }
 
