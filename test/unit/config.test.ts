@@ -460,6 +460,9 @@ shields:
     expect(accepted(parseConfig(limiter("12 hours"), {})).quota_handlers.limiters[0].period).toBe(43_200);
     expect(accepted(parseConfig(limiter("90"), {})).quota_handlers.limiters[0].period).toBe(90);
     expect(accepted(parseConfig(limiter('"90"'), {})).quota_handlers.limiters[0].period).toBe(90);
+    // quota_increase defaults to 0 (refill to initial_quota each period).
+    const refill = `${MINIMAL}quota_handlers:\n  limiters:\n    - {type: user_limiter, name: u, initial_quota: 50, period: 1 day}\n`;
+    expect(accepted(parseConfig(refill, {})).quota_handlers.limiters[0].quota_increase).toBe(0);
     expect(problems(limiter("fortnightly"))).toEqual([
       'quota_handlers.limiters.0.period: expected a positive interval such as "1 day", "12 hours", "30 minutes" or a number of seconds',
     ]);

@@ -565,7 +565,8 @@ export const QuotaLimiterSchema = z.strictObject({
   type: z.enum(["user_limiter", "cluster_limiter"]),
   name: nonEmpty(),
   initial_quota: int(0),
-  quota_increase: int(0),
+  // 0 (the default): each period refills to initial_quota.
+  quota_increase: int(0).default(0),
   period: IntervalSchema,
 });
 

@@ -723,7 +723,7 @@ function feedbackOperations(): Operation[] {
         access: ACTIONS.feedback,
         body: { schema: "FeedbackRequest" },
         success: { description: "Stored", content: json("FeedbackResponse") },
-        errors: [404, 422],
+        errors: [404, 413, 422],
       }),
     ),
     {
