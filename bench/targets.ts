@@ -252,8 +252,8 @@ export async function startGatewayDev(backendUrl: string, persistTo: string): Pr
   const child = startChild(
     "gateway (wrangler dev)",
     "npm",
-    ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), ...DEV_FLAGS],
-    { cwd: ROOT, env: { ...CHILD_ENV, PARLEY_STATE_DIR: persistTo, PARLEY_BACKEND_PORT: new URL(backendUrl).port } },
+    ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), "--var", `PARLEY_BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
+    { cwd: ROOT, env: { ...CHILD_ENV, PARLEY_STATE_DIR: persistTo } },
   );
   const url = `http://127.0.0.1:${port}`;
   const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);

@@ -30,6 +30,8 @@ interface Fault {
   /** SPEC's status (REFERENCE "Errors": connection failure 503, backend 429 429, anything else 500) and response text. */
   status: number;
   response: string;
+  /** Another response text on an endpoint that words this fault otherwise (UPSTREAM, by endpoint name). */
+  responseOn?: Record<string, string>;
   cause?: RegExp;
 }
 
@@ -39,7 +41,7 @@ const FAULTS: Fault[] = [
   { name: "answers 500", marker: "#status=500", status: 500, response: INTERNAL },
   { name: "answers 502", marker: "#status=502", status: 500, response: INTERNAL },
   { name: "answers 503", marker: "#status=503", status: 500, response: INTERNAL },
-  { name: "answers 429", marker: "#rate-limit", status: 429, response: "The model quota has been exceeded" },
+  { name: "answers 429", marker: "#rate-limit", status: 429, response: "The model quota has been exceeded", responseOn: { "/v1/infer": "The quota has been exceeded" } },
   { name: "cuts the connection mid-answer", marker: "#drop", status: 503, response: UNREACHABLE },
   { name: "sends malformed SSE / a body that is not JSON", marker: "#garbled", status: 500, response: INTERNAL, cause: /answer is not JSON/ },
   { name: "answers JSON of the wrong shape", marker: "#misshapen", status: 500, response: INTERNAL, cause: /could not be read/ },
@@ -49,12 +51,13 @@ const FAULTS: Fault[] = [
 ];
 
 /** What is wrong with a failed turn's outcome, measured against the fault's SPEC error. */
-function errorProblems(fault: Fault, outcome: Outcome): string[] {
+function errorProblems(endpoint: TurnEndpoint, fault: Fault, outcome: Outcome): string[] {
   const problems = [...outcome.malformed];
   if (outcome.ms > BOUND_MS) problems.push(`took ${outcome.ms} ms (time-out ${TIMEOUT_S} s)`);
   const error = outcome.error;
   if (!error) return [...problems, `answered instead of failing: ${outcome.answer?.slice(0, 120)}`];
-  if (error.response !== fault.response) problems.push(`response "${error.response}" (expected "${fault.response}")`);
+  const response = fault.responseOn?.[endpoint.name] ?? fault.response;
+  if (error.response !== response) problems.push(`response "${error.response}" (expected "${response}")`);
   if (error.status !== 0 && error.status !== fault.status) problems.push(`status ${error.status} in form ${error.form} (expected ${fault.status})`);
   if (fault.cause && !fault.cause.test(error.cause)) problems.push(`cause "${error.cause}" (expected ${fault.cause})`);
   return problems;
@@ -71,7 +74,7 @@ async function runCase(endpoint: TurnEndpoint, fault: Fault, round: number, base
 
   if (!endpoint.conversational) {
     const failed = await ask(`fault ${tag} one two three four ${fault.marker}`, null, fault.config ?? good);
-    problems.push(...errorProblems(fault, failed));
+    problems.push(...errorProblems(endpoint, fault, failed));
     const after = await ask(`after ${tag}`, null);
     if (after.answer !== `[user_turns=1] You said: after ${tag}`) problems.push(`the next question was answered ${JSON.stringify(after.answer ?? after.error)}`);
     return problems.map((problem) => `${endpoint.name} / ${fault.name} (round ${round}): ${problem}`);
@@ -80,7 +83,7 @@ async function runCase(endpoint: TurnEndpoint, fault: Fault, round: number, base
   const first = await ask(`first ${tag}`, null);
   if (first.answer !== `[user_turns=1] You said: first ${tag}`) return [`${endpoint.name} / ${fault.name}: the first turn failed: ${JSON.stringify(first)}`];
   const failed = await ask(`fault ${tag} one two three four ${fault.marker}`, first.conversation, fault.config ?? good);
-  problems.push(...errorProblems(fault, failed));
+  problems.push(...errorProblems(endpoint, fault, failed));
   const after = await ask(`after ${tag}`, first.conversation);
   if (after.answer !== `[user_turns=2] You said: after ${tag}`) problems.push(`the next question was answered ${JSON.stringify(after.answer ?? after.error)} (expected [user_turns=2])`);
   // The model saw exactly the turns that succeeded, in order.

@@ -34,7 +34,8 @@ const config = testConfig({
 const ids = { conversation: "", prompt: "", store: "", file: "file-parley-config", server: `fuzz-server-${crypto.randomUUID().slice(0, 8)}` };
 
 const PARAMS: Record<string, () => string> = {
-  id: () => ids.conversation,
+  conversation_id: () => ids.conversation,
+  provider_id: () => "inference_backend",
   prompt_id: () => ids.prompt,
   name: () => ids.server,
   rag_id: () => "docs",
