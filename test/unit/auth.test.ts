@@ -54,7 +54,8 @@ describe("noop", () => {
 
   it("takes the user id from ?user_id=", async () => {
     expect((await auth(request({}, "?user_id=alice"))).userId).toBe("alice");
-    expect((await auth(request({}, "?user_id="))).userId).toBe("00000000-0000-0000-0000-000");
+    expect((await auth(request({}, "?user_id=bob&other=1"))).userId).toBe("bob");
+    await expect(auth(request({}, "?user_id="))).rejects.toMatchObject({ status: 400, response: "user_id cannot be empty" });
   });
 
   it("ignores a bearer token", async () => {

@@ -136,8 +136,16 @@ describe("two providers, one down, through the Worker's endpoints", () => {
     const sent = (await chatCalls()).slice(before).map((request) => request.body.model);
     expect(sent).toEqual(["parley-small", "parley-large", "parley-large"]);
     expect((await send("/v1/query", { query: "to the default backend" })).status).toBe(200);
-    const down = await send("/v1/query", { query: "to the one that is down", model: "parley-small", provider: "remote" });
-    expect(down.status).toBe(404);
+    // Its models are not listed, but the provider is configured: SPEC's 503, not "Model not found".
+    for (const [path, body] of [
+      ["/v1/query", { query: "to the one that is down", model: "parley-small", provider: "remote" }],
+      ["/v1/responses", { input: "to the one that is down", model: "remote/parley-small" }],
+    ] as const) {
+      const down = await send(path, body);
+      expect(down.status, path).toBe(503);
+      expect(JSON.parse(down.text).detail.response).toBe("Unable to connect to the inference backend");
+    }
+    expect((await send("/v1/query", { query: "to no one", model: "parley-small", provider: "nobody" })).status).toBe(404);
   });
 
   it("shows each provider's models and health, and readiness and /metrics name the one that is down", async () => {

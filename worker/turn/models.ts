@@ -60,10 +60,17 @@ export async function chooseModel(
   request: { model?: string; provider?: string },
   lastUsed?: { model: string; provider: string } | null,
 ): Promise<ModelChoice> {
-  const models = await listModels(rt);
+  const listing = await listProviderModels(rt.backends);
+  const models = usableModels(listing);
+  /** A model that is not listed: SPEC's 503 when the provider it names is down (nothing of it could be listed), else 404. */
+  const missing = (provider: string | undefined, name: string) => {
+    const owner = provider ?? (name.indexOf("/") > 0 ? name.slice(0, name.indexOf("/")) : undefined);
+    const down = owner === undefined ? undefined : listing.providers.find((listed) => listed.cause !== null && listed.backend.id === owner);
+    return down ? backendError(down.error) : errors.modelNotFound(provider ? `${provider}/${name}` : name);
+  };
   if (request.model) {
     const found = findModel(models, request.provider, request.model);
-    if (!found) throw errors.modelNotFound(request.provider ? `${request.provider}/${request.model}` : request.model);
+    if (!found) throw missing(request.provider, request.model);
     return { model: found, requested: true };
   }
   const llms = models.filter((m) => m.model_type === "llm");
@@ -72,7 +79,7 @@ export async function chooseModel(
   const inference = rt.config.inference;
   if (inference?.default_model) {
     const configured = findModel(models, inference.default_provider, inference.default_model);
-    if (!configured) throw errors.modelNotFound(`${inference.default_provider}/${inference.default_model}`);
+    if (!configured) throw missing(inference.default_provider, inference.default_model);
     return { model: configured, requested: false };
   }
   if (!llms[0]) throw errors.modelNotFound("(no language model is available)");
