@@ -1,7 +1,7 @@
 // User feedback on an answer (SPEC "Feedback record", UPSTREAM "POST /v1/feedback"): the request
 // as the original system validates it, and the record stored as <feedback_storage>/<uuid>.json.
 import * as z from "zod";
-import { normalizeAnyForm } from "../turn/conversation-id.ts";
+import { isUuid, normalizeAnyForm } from "../turn/conversation-id.ts";
 import { writeDataObject, type DataDeps } from "./data-object-writer.ts";
 import { feedbackKey } from "./object-keys.ts";
 
@@ -9,11 +9,10 @@ export const FEEDBACK_CATEGORIES = ["incorrect", "not_relevant", "incomplete", "
 export const MAX_USER_FEEDBACK = 4096;
 
 /**
- * The other forms the original system's check accepts (UPSTREAM "POST /v1/feedback"): a UUID, and
- * 48 hex characters of either case (it parses them as a number), after a lower-case `conv_` prefix
- * or none.
+ * Besides a UUID, the original system's check accepts (UPSTREAM "POST /v1/feedback") 48 hex
+ * characters of either case (it parses them as a number), after a lower-case `conv_` prefix or none.
  */
-const ORIGINAL_FORMS = [/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, /^(?:conv_)?[0-9a-fA-F]{48}$/];
+const HEX_OF_EITHER_CASE = /^(?:conv_)?[0-9a-fA-F]{48}$/;
 
 /**
  * The conversation id as SPEC stores it: 48 hex, a `conv_` prefix removed. Another form the
@@ -21,7 +20,7 @@ const ORIGINAL_FORMS = [/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
  * are lower-case hex), so it is never found.
  */
 function conversationIdForm(id: string): string | null {
-  return normalizeAnyForm(id) ?? (ORIGINAL_FORMS.some((form) => form.test(id)) ? id : null);
+  return normalizeAnyForm(id) ?? (isUuid(id) || HEX_OF_EITHER_CASE.test(id) ? id : null);
 }
 
 export const FeedbackRequestSchema = z

@@ -10,7 +10,7 @@ import type { StoredTurn } from "../domain/conversation.ts";
 import { errors } from "../errors.ts";
 import { guard, userMayActOnOthers } from "../middleware.ts";
 import type { ConversationRecord } from "../storage/store.ts";
-import { normalizeAnyForm } from "../turn/conversation-id.ts";
+import { isUuid, normalizeAnyForm } from "../turn/conversation-id.ts";
 import { conversationStub } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
 
@@ -53,11 +53,9 @@ function pathId(c: Context<AppEnv>): string | null {
   const raw = c.req.param("conversation_id") ?? "";
   const id = normalizeAnyForm(raw);
   if (id !== null) return id;
-  if (UUID.test(raw)) return null;
+  if (isUuid(raw)) return null;
   throw errors.invalidConversationId(raw);
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The answer of the conversation's Durable Object about access, as SPEC's errors. */
 function accessError(c: Context<AppEnv>, access: "not_found" | "forbidden", id: string, operation: "read" | "update" | "delete") {

@@ -77,6 +77,13 @@ export function conversationOfResponse(responseId: string): string | null {
   return RESPONSE_ID.exec(responseId)?.[1] ?? null;
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A UUID: a form of conversation id the original system accepts and Parley never makes (never found here). */
+export function isUuid(id: string): boolean {
+  return UUID.test(id);
+}
+
 export function isNormalizedId(id: string): boolean {
   return NORMALIZED.test(id);
 }
