@@ -64,7 +64,8 @@ export async function chooseModel(
   const models = usableModels(listing);
   /** A model that is not listed: SPEC's 503 when the provider it names is down (nothing of it could be listed), else 404. */
   const missing = (provider: string | undefined, name: string) => {
-    const owner = provider ?? (name.indexOf("/") > 0 ? name.slice(0, name.indexOf("/")) : undefined);
+    const slash = name.indexOf("/");
+    const owner = provider ?? (slash > 0 ? name.slice(0, slash) : undefined);
     const down = owner === undefined ? undefined : listing.providers.find((listed) => listed.cause !== null && listed.backend.id === owner);
     return down ? backendError(down.error) : errors.modelNotFound(provider ? `${provider}/${name}` : name);
   };
