@@ -43,7 +43,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
-import { freePort, listenOn } from "./listen.ts";
+import { closedPort, listenOn } from "./listen.ts";
 
 export interface McpFake {
   /** http://127.0.0.1:<port> */
@@ -273,8 +273,8 @@ export async function startMcpServer(): Promise<McpFake> {
   });
   base = `http://127.0.0.1:${await listenOn(server)}`;
 
-  // A port that was just free: bound, then released, so a connection to it is refused.
-  const downPort = await freePort();
+  // A port nothing listens on for the whole run, so a connection to it is refused.
+  const downPort = await closedPort();
 
   return {
     base,

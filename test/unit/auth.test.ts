@@ -9,7 +9,7 @@ import type { AccessRule, AuthenticationConfig, RoleRule } from "../../worker/au
 import { AuthenticationSchema } from "../../worker/config/schema.ts";
 import { CLUSTER_ID, CLUSTER_SERVICE_TOKEN, startClusterApi, type ClusterApiServer } from "../fakes/cluster-api.ts";
 import { startJwksServer, type JwksServer } from "../fakes/jwks-server.ts";
-import { freePort, listenOn } from "../fakes/listen.ts";
+import { closedPort, listenOn } from "../fakes/listen.ts";
 
 /** Settings as the configuration schema produces them (defaults filled). */
 const settings = (input: Record<string, unknown> = {}): AuthenticationConfig => AuthenticationSchema.parse(input);
@@ -190,8 +190,8 @@ describe("jwk-token", () => {
   });
 
   it("reports an unreachable key server", async () => {
-    const closedPort = await freePort();
-    const auth = jwkAuth(`http://127.0.0.1:${closedPort}/jwks.json`);
+    const port = await closedPort();
+    const auth = jwkAuth(`http://127.0.0.1:${port}/jwks.json`);
     await expect401(auth(bearer(await jwks.sign(CLAIMS))), "Authentication key server returned invalid data");
   });
 
@@ -581,7 +581,7 @@ describe("cluster modules", () => {
         await unavailable(k8s("throttled")(bearer("user.a")), /\(status 429\)$/);
         await unavailable(k8s("garbage")(bearer("user.a")), /not JSON/);
         await unavailable(k8s("hang", 200)(bearer("user.a")), /^Failed to connect to the cluster API: no answer within 0.2 s$/);
-        const closed = createAuthenticator(settings({ module: "k8s", k8s_cluster_api: `http://127.0.0.1:${await freePort()}`, k8s_service_account_token: CLUSTER_SERVICE_TOKEN }));
+        const closed = createAuthenticator(settings({ module: "k8s", k8s_cluster_api: `http://127.0.0.1:${await closedPort()}`, k8s_service_account_token: CLUSTER_SERVICE_TOKEN }));
         await unavailable(closed(bearer("user.a")), /^Failed to connect to the cluster API: /);
       });
     });
