@@ -1,13 +1,25 @@
 // A fake identity provider: serves an RS256 public key set at /jwks.json on 127.0.0.1 and signs
 // tokens with it, or with a second key the set does not hold (forged / unknown-key tokens).
 // Plain Node (no vitest), so vitest's globalSetup and unit tests can both start it.
-import { createServer, type ServerResponse } from "node:http";
+//
+// Tests inside workerd cannot listen, nor change the shared set without disturbing the tests running
+// beside them, so the server also keeps key sets of their own: PUT /sets/<name> publishes its body
+// as the key set served at /sets/<name>/jwks.json, PUT /sets/<name>/mode (a SetMode as the body)
+// changes how that set is served, and GET /sets/<name>/requests counts the key set requests it got.
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from "jose";
 import { listenOn } from "./listen.ts";
 
 // "rotating" serves both keys without kids, as a provider does mid-rotation; "malformed-key" serves
 // the good key's kid with a modulus no RSA key can have.
 export type JwksMode = "ok" | "invalid-json" | "500" | "not-a-key-set" | "rotating" | "malformed-key";
+
+/**
+ * How a published set is served: "down" drops the connection as a stopped server would, "slow"
+ * answers after SLOW_SET_MS (beyond the gateway's 5 s limit).
+ */
+export type SetMode = "ok" | "down" | "slow" | "500" | "invalid-json" | "not-a-key-set";
+export const SLOW_SET_MS = 8_000;
 
 export interface SignOptions {
   /** jose duration ("1h", "-5m", "2 hours ago") or absolute expiry in epoch seconds. Default "1h". */
@@ -45,8 +57,44 @@ export async function startJwksServer(): Promise<JwksServer> {
   const answer = (res: ServerResponse, status: number, body: string) => {
     res.writeHead(status, { "Content-Type": "application/json" }).end(body);
   };
+  const sets = new Map<string, { body: string; mode: SetMode; served: number }>();
+  const servePublished = (req: IncomingMessage, res: ServerResponse, name: string, rest: string) => {
+    if (req.method === "PUT") {
+      let body = "";
+      req.setEncoding("utf8").on("data", (chunk: string) => (body += chunk));
+      req.on("end", () => {
+        const set = sets.get(name) ?? { body: '{"keys":[]}', mode: "ok", served: 0 };
+        if (rest === "") set.body = body;
+        else set.mode = body as SetMode;
+        sets.set(name, set);
+        answer(res, 200, "{}");
+      });
+      return;
+    }
+    const set = sets.get(name);
+    if (set === undefined) return answer(res, 404, '{"error":"no such set"}');
+    if (rest === "/requests") return answer(res, 200, JSON.stringify({ requests: set.served }));
+    if (rest !== "/jwks.json") return answer(res, 405, '{"error":"method not allowed"}');
+    set.served++;
+    switch (set.mode) {
+      case "ok":
+        return answer(res, 200, set.body);
+      case "down":
+        return req.socket.destroy();
+      case "slow":
+        return void setTimeout(() => answer(res, 200, set.body), SLOW_SET_MS).unref();
+      case "500":
+        return answer(res, 500, '{"error":"internal"}');
+      case "invalid-json":
+        return answer(res, 200, "{ this is not json");
+      case "not-a-key-set":
+        return answer(res, 200, JSON.stringify({ issuer: "nobody" }));
+    }
+  };
   const server = createServer((req, res) => {
     const path = new URL(req.url ?? "/", "http://localhost").pathname;
+    const published = /^\/sets\/([\w-]+)(\/mode|\/requests|\/jwks\.json)?$/.exec(path);
+    if (published) return servePublished(req, res, published[1]!, published[2] ?? "");
     // /malformed-jwks.json: always the "malformed-key" set (for tests that cannot switch modes).
     if (req.method !== "GET" || (path !== "/jwks.json" && path !== "/malformed-jwks.json")) return answer(res, 404, '{"error":"not found"}');
     served++;

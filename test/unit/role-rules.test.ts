@@ -45,6 +45,14 @@ const MATRIX: Array<[string, RoleRule["operator"], unknown, boolean]> = [
   ["$.missing", "equals", [], true], // a path that selects nothing yields []
   ["$.empty[*]", "equals", [], true],
   ["$.missing", "equals", [null], false],
+  // a value that is not a list never equals the list of matches (the original loads such rules)
+  ["$.org_id", "equals", "dummy_corp", false],
+  ["$.level", "equals", 3, false],
+  ["$.missing", "equals", null, false],
+  // jsonpath_ng reads a path without "$" from the root, as if "$." stood in front
+  ["realm_access.roles[*]", "contains", "manager", true],
+  ["org_id", "equals", ["dummy_corp"], true],
+  ["orgs[*]", "equals", ["dummy_corp"], true],
   // contains: an item of the list of matches deep-equals the value
   ["$.realm_access.roles[*]", "contains", "manager", true],
   ["$.realm_access.roles[*]", "contains", "admin", false], // no substring test
@@ -68,6 +76,8 @@ const MATRIX: Array<[string, RoleRule["operator"], unknown, boolean]> = [
   ["$.groups[*].name", "in", [["developers"]], false],
   ["$.missing", "in", [[]], true],
   ["$.missing", "in", [["x"]], false],
+  ["$.org_id", "in", ["dummy_corp", "acme"], false], // items that are not lists never equal the list
+  ["$.org_id", "in", ["dummy_corp", ["dummy_corp"]], true],
   // match: a string item of the list of matches contains a match of the regular expression
   ["$.email", "match", "@example\\.com$", true],
   ["$.email", "match", "^bob", false],
@@ -77,6 +87,11 @@ const MATRIX: Array<[string, RoleRule["operator"], unknown, boolean]> = [
   ["$.sub", "match", "1", true], // a search, not anchored
   ["$.groups[*].name", "match", "^q.$", true],
   ["$.missing", "match", ".*", false],
+  // match takes the original's Python regular expressions
+  ["$.email", "match", "(?i)^ALICE@EXAMPLE\\.COM$", true],
+  ["$.email", "match", "(?P<user>ali.*)@", true],
+  ["$.email", "match", "(?P<user>bob.*)@", false],
+  ["$.email", "match", "^(?P<c>[a-z])l(?P=c)", false],
 ];
 
 describe("role rules, the original system's list semantics", () => {
@@ -112,8 +127,7 @@ describe("role rules, the original system's list semantics", () => {
     const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
     try {
       const byHand = (operator: RoleRule["operator"], value: unknown): RoleRule => ({ jsonpath: "$.org_id", operator, value, negate: true, roles: ["r"] }) as RoleRule;
-      expect(ruleHolds(byHand("equals", "dummy_corp"), CLAIMS)).toBe(false);
-      expect(ruleHolds(byHand("in", ["dummy_corp"]), CLAIMS)).toBe(false);
+      expect(ruleHolds(byHand("in", "dummy_corp"), CLAIMS)).toBe(false);
       expect(ruleHolds(byHand("match", 5), CLAIMS)).toBe(false);
       expect(ruleHolds(byHand("match", "(unclosed"), CLAIMS)).toBe(false);
     } finally {
@@ -132,6 +146,47 @@ describe("role rules, the original system's list semantics", () => {
   });
 });
 
+// Each row's answer is what Python's re.search gives (checked with CPython 3.11): the translation keeps
+// the Python meaning where JavaScript's differs ($ before a final newline, . and \r, ] first in a
+// class, {,n}, verbose mode, \A, \Z, \a, \U).
+const PYTHON_SEARCH: Array<[string, string, boolean]> = [
+  ["(?i)^.+@redhat\\.com$", "Alice@RedHat.com", true],
+  ["(?i)^.+@redhat\\.com$", "alice@redhat.com.evil", false],
+  ["^admin$", "admin\n", true],
+  ["^admin$", "admin\nx", false],
+  ["(?m)^b$", "a\nb\nc", true],
+  ["(?m)^b$", "a\rb\rc", false],
+  ["a.c", "a\rc", true],
+  ["a.c", "a\nc", false],
+  ["(?s)a.c", "a\nc", true],
+  ["\\Aab", "xab", false],
+  ["ab\\Z", "ab\n", false],
+  ["[]a]", "]", true],
+  ["[^]a]", "b", true],
+  ["x{,2}y", "xxy", true],
+  ["^x{,2}y", "xxxy", false],
+  ["(?x) a b  # comment\n c", "abc", true],
+  ["(?x)a\\ b", "a b", true],
+  ["(?x)[ ]", " ", true],
+  ["a(?#note)b", "ab", true],
+  ["\\a", "\u0007", true],
+  ["(?P<w>o)(?P=w)", "foo", true],
+  ["(?P<w>o)(?P=w)", "fo", false],
+  ["\\U0001F600", "\ud83d\ude00", true],
+  ["(?a)\\w+", "\u00e9", false],
+  ["caf\\u00e9", "caf\u00e9", true],
+  ["(?i)ADM", "root-adm", true],
+  ["^(?:adm|root)", "rootx", true],
+  ["\\d{3}", "a123", true],
+];
+
+describe("match reads the original's Python regular expressions as re.search does", () => {
+  it.each(PYTHON_SEARCH)("%j on %j → %s", (pattern, subject, found) => {
+    const claims = { s: subject };
+    expect(ruleHolds(RoleRuleSchema.parse({ jsonpath: "$.s", operator: "match", value: pattern, roles: ["r"] }), claims)).toBe(found);
+  });
+});
+
 describe("role rule values the list semantics can never satisfy are configuration errors", () => {
   const problems = (operator: string, value: unknown) => {
     const result = RoleRuleSchema.safeParse({ jsonpath: "$.a", operator, value, roles: ["r"] });
@@ -139,15 +194,17 @@ describe("role rule values the list semantics can never satisfy are configuratio
   };
 
   it.each([
-    ["equals", "acme", /^value: must be a list for operator "equals"/],
-    ["equals", 3, /^value: must be a list/],
-    ["equals", { a: 1 }, /^value: must be a list/],
     ["in", "acme", /^value: must be a list of lists for operator "in"/],
-    ["in", ["gold", "silver"], /^value: must be a list of lists/],
-    ["in", [["gold"], "silver"], /^value: must be a list of lists/],
     ["in", { a: [1] }, /^value: must be a list of lists/],
     ["match", ["x"], /^value: must be a regular expression/],
     ["match", "(", /^value: invalid regular expression/],
+    ["match", "(?>atomic)", /^value: a Python regular expression JavaScript cannot run: atomic groups/],
+    ["match", "a*+", /^value: a Python regular expression JavaScript cannot run: possessive quantifiers/],
+    ["match", "(a)?(?(1)b|c)", /^value: a Python regular expression JavaScript cannot run: conditional groups/],
+    ["match", "\\N{DIGIT ONE}", /^value: a Python regular expression JavaScript cannot run: named characters/],
+    ["match", "a(?i)b", /^value: a Python regular expression JavaScript cannot run: .*flags .* start/],
+    ["match", "(?L)a", /^value: a Python regular expression JavaScript cannot run: .*L/],
+    ["match", "\\q", /^value: invalid regular expression: bad escape \\q/],
   ])("%s with %j", (operator, value, message) => {
     expect(problems(operator, value)).toEqual([expect.stringMatching(message)]);
   });
@@ -155,12 +212,23 @@ describe("role rule values the list semantics can never satisfy are configuratio
   it.each([
     ["equals", []],
     ["equals", ["acme"]],
+    ["equals", "acme"],
+    ["equals", 3],
+    ["equals", { a: 1 }],
+    ["equals", null],
     ["contains", "x"],
     ["contains", { any: ["shape"] }],
     ["contains", null],
     ["in", []],
     ["in", [["gold"], ["silver"]]],
+    ["in", ["gold", "silver"]],
+    ["in", [["gold"], "silver"]],
     ["match", "^x"],
+    ["match", "(?i)^.+@redhat\\.com$"],
+    ["match", "(?P<user>adm.*)"],
+    ["match", "(?P<c>a)(?P=c)"],
+    ["match", "(?is)a.b"],
+    ["match", "(?i)(?m)^a$"],
   ])("accepts %s with %j", (operator, value) => {
     expect(problems(operator, value)).toEqual([]);
   });

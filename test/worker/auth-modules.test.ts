@@ -172,7 +172,26 @@ describe("trusted-proxy", () => {
     expect(await authorized(proxy(ALLOWED), { token: "bogus", headers: { "X-Forwarded-User": "pat" } })).toEqual(
       unauthorized("Invalid or expired proxy service account token"),
     );
-    expect(await authorized(proxy(ALLOWED), { token: "sa.auth.oauth-proxy" })).toEqual(unauthorized("Missing required header 'x-forwarded-user'"));
+    // The configured spelling of the header (default X-Forwarded-User, as in the original system).
+    expect(await authorized(proxy(ALLOWED), { token: "sa.auth.oauth-proxy" })).toEqual(unauthorized("Missing required header 'X-Forwarded-User'"));
+    expect(await authorized(proxy(ALLOWED, "X-Remote-User"), { token: "sa.auth.oauth-proxy" })).toEqual(unauthorized("Missing required header 'X-Remote-User'"));
+  });
+
+  it("answers 401 in the original system's words without an Authorization header, and without a bearer token in it", async () => {
+    expect(await authorized(proxy(ALLOWED), { headers: { "X-Forwarded-User": "pat" } })).toEqual(unauthorized("Missing Authorization header"));
+    expect(await authorized(proxy(ALLOWED), { headers: { Authorization: "", "X-Forwarded-User": "pat" } })).toEqual(unauthorized("Missing Authorization header"));
+    expect(await authorized(proxy(ALLOWED), { headers: { Authorization: "Basic abc", "X-Forwarded-User": "pat" } })).toEqual(
+      unauthorized("No token found in Authorization header"),
+    );
+  });
+
+  it("answers 401 for a review without a user or without a username", async () => {
+    expect(await authorized(proxy(ALLOWED), { token: "nouser", headers: { "X-Forwarded-User": "pat" } })).toEqual(
+      unauthorized("Invalid service account token: missing user information"),
+    );
+    expect(await authorized(proxy(ALLOWED), { token: "emptyname", headers: { "X-Forwarded-User": "pat" } })).toEqual(
+      unauthorized("Invalid service account token: missing username"),
+    );
   });
 });
 
@@ -187,8 +206,16 @@ describe("configuration of the modules", () => {
   it("k8s and trusted-proxy need the cluster API address and the service's credential", async () => {
     await notLoaded(testConfig({ authentication: { module: "k8s" } }), "authentication.k8s_cluster_api, authentication.k8s_service_account_token");
     await notLoaded(
-      testConfig({ authentication: { module: "trusted-proxy", k8s_cluster_api: "https://api.example.com:6443" } }),
+      testConfig({ authentication: { module: "trusted-proxy", k8s_cluster_api: "https://api.example.com:6443", trusted_proxy_config: {} } }),
       "authentication.k8s_service_account_token",
+    );
+  });
+
+  it("rh-identity and trusted-proxy need their sections, as in the original", async () => {
+    await notLoaded(testConfig({ authentication: { module: "rh-identity" } }), "authentication.rh_identity_config");
+    await notLoaded(
+      testConfig({ authentication: { module: "trusted-proxy", k8s_cluster_api: "https://api.example.com:6443", k8s_service_account_token: "t0ken-value" } }),
+      "authentication.trusted_proxy_config",
     );
   });
 
@@ -208,8 +235,10 @@ describe("configuration of the modules", () => {
         },
       });
     await notLoaded(rules({ operator: "in", value: "acme" }), "authentication.jwk_config.jwt_configuration.role_rules.0.value");
-    await notLoaded(rules({ operator: "equals", value: "acme" }), "authentication.jwk_config.jwt_configuration.role_rules.0.value");
-    // The right shape loads: the request is then only missing its token.
+    await notLoaded(rules({ operator: "match", value: "(?>atomic)" }), "authentication.jwk_config.jwt_configuration.role_rules.0.value");
+    // The right shape loads: the request is then only missing its token. So does equals with a
+    // scalar, which the original loads too (it never holds; the load warns).
     expect((await callJson("/v1/info", { config: rules({ operator: "in", value: [["acme"]] }) })).status).toBe(401);
+    expect((await callJson("/v1/info", { config: rules({ operator: "equals", value: "acme" }) })).status).toBe(401);
   });
 });

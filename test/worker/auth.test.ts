@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { inject } from "vitest";
-import { callJson, testConfig } from "./helpers.ts";
+import { call, callJson, testConfig } from "./helpers.ts";
 
 const tokens = inject("tokens");
 const unauthorized = (cause: string) => ({
@@ -58,9 +58,7 @@ describe("jwk-token", () => {
     const config = testConfig({
       authentication: { module: "jwk-token", jwk_config: { url: "http://127.0.0.1:9/jwks.json" } },
     });
-    expect(await callJson("/v1/info", { config, token: tokens.good })).toEqual(
-      unauthorized("Authentication key server returned invalid data"),
-    );
+    expect(await callJson("/v1/info", { config, token: tokens.good })).toEqual(unauthorized("Unable to reach authentication key server"));
   });
 
   it("grants actions through role rules and denies the rest with 403", async () => {
@@ -75,6 +73,24 @@ describe("jwk-token", () => {
       },
     });
     expect((await callJson("/v1/models", { config: jwk(), token: tokens.admin })).status).toBe(200);
+  });
+
+  it("grants roles through the original's rules: Python patterns and paths without \"$\"", async () => {
+    const config = (rule: Record<string, unknown>) =>
+      testConfig({
+        authentication: {
+          module: "jwk-token",
+          jwk_config: { url: inject("jwksUrl"), jwt_configuration: { role_rules: [{ ...rule, roles: ["admin"] }] } },
+        },
+        authorization: { access_rules: [{ role: "*", actions: ["info"] }, { role: "admin", actions: ["admin"] }] },
+      });
+    for (const rule of [
+      { jsonpath: "realm_access.roles[*]", operator: "match", value: "(?i)^ADMIN$" },
+      { jsonpath: "$.username", operator: "match", value: "^(?P<c>r)oo(?P=c)?t" },
+    ]) {
+      expect((await callJson("/v1/models", { config: config(rule), token: tokens.admin })).status).toBe(200);
+      expect((await callJson("/v1/models", { config: config(rule), token: tokens.good })).status).toBe(403);
+    }
   });
 
   it("reports a key the key server published but workerd cannot import as malformed keys, not a 500", async () => {
@@ -125,5 +141,30 @@ describe("noop-with-token", () => {
     const empty = { status: 400, body: { detail: { response: "user_id cannot be empty", cause: "The user_id query parameter is empty: give a user id, or leave the parameter out for the default user." } } };
     expect(await callJson("/authorized?user_id=", { method: "POST", config, token: "anything" })).toEqual(empty);
     expect(await callJson("/v1/conversations?user_id=")).toEqual(empty);
+  });
+});
+
+describe("endpoints of the original system without an authorize decorator", () => {
+  it("answers GET /a2a/health and GET /v1/feedback/status without credentials (UPSTREAM §8)", async () => {
+    expect(await callJson("/a2a/health", { config: jwk() })).toMatchObject({ status: 200, body: { status: "healthy" } });
+    expect(await callJson("/v1/feedback/status", { config: jwk() })).toEqual({ status: 200, body: { functionality: "feedback", status: { enabled: false } } });
+    // A credential sent anyway changes nothing, even a wrong one.
+    expect((await call("/v1/feedback/status", { config: jwk(), token: "not-a-jwt" })).status).toBe(200);
+  });
+
+  it("keeps PUT /v1/feedback/status behind admin", async () => {
+    const put = { method: "PUT", config: jwk(), json: { status: false } };
+    expect(await callJson("/v1/feedback/status", put)).toEqual(unauthorized("No Authorization header found"));
+    expect((await callJson("/v1/feedback/status", { ...put, token: tokens.good })).status).toBe(403);
+  });
+});
+
+describe("GET /a2a (the agent card at the JSON-RPC path)", () => {
+  it("authenticates and needs a2a_jsonrpc, as POST /a2a does; the well-known card stays open", async () => {
+    const rules = (actions: string[]) => testConfig({ customization: { agent_card_path: "agent-card.yaml" }, authentication: { module: "api-key-token", api_key_config: { api_key: "a2a-card-key-123" } }, authorization: { access_rules: [{ role: "*", actions }] } });
+    expect(await callJson("/a2a", { config: rules(["a2a_jsonrpc"]) })).toEqual(unauthorized("No Authorization header found"));
+    expect((await callJson("/a2a", { config: rules(["query"]), token: "a2a-card-key-123" })).status).toBe(403);
+    expect(await callJson("/a2a", { config: rules(["a2a_jsonrpc"]), token: "a2a-card-key-123" })).toMatchObject({ status: 200, body: { url: expect.stringMatching(/\/a2a$/) } });
+    expect((await call("/.well-known/agent-card.json", { config: rules(["query"]) })).status).toBe(200);
   });
 });

@@ -2,62 +2,161 @@
 // "Authentication" 3). Identity comes from the configured claims, roles from role_rules.
 //
 // skip_tls_verification cannot apply here: workerd's fetch always verifies certificates.
-import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet, type JWTPayload } from "jose";
 import { ApiError, errors } from "../errors.ts";
 import { bearerToken } from "./bearer.ts";
 import { rolesFromClaims } from "./role-rules.ts";
 import type { Authenticator, AuthenticationConfig, JwkConfig } from "./types.ts";
 import { log } from "../log.ts";
 
-/** Signature algorithms accepted; SPEC leaves them open, these are what identity providers issue. */
-export const ACCEPTED_ALGORITHMS = ["RS256", "ES256"];
+/**
+ * Every asymmetric JWS algorithm jose verifies with in workerd (UPSTREAM §8 names no list: the key
+ * the token names decides). Never `none` nor HS*: a public key set cannot carry a shared secret.
+ */
+export const ACCEPTED_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"];
 
-/** How long fetched keys serve before they are fetched again, and how often an unknown or unusable key may refetch. */
+/**
+ * Fetched keys serve KEYS_MAX_AGE_MS before they are fetched again. A key server is asked at most
+ * once per REFRESH_INTERVAL_MS per URL, whatever asks (a token naming a key the set lacks, expired
+ * keys, a key server that failed before), so no token can make every request wait on it or refetch.
+ * Keys that cannot be fetched again serve on until KEYS_STALE_LIMIT_MS after their fetch: the
+ * original system's cache lifetime.
+ */
 const KEYS_MAX_AGE_MS = 600_000;
-const UNKNOWN_KID_REFETCH_MS = 30_000;
+const REFRESH_INTERVAL_MS = 30_000;
+const KEYS_STALE_LIMIT_MS = 3_600_000;
 const KEY_SERVER_TIMEOUT_MS = 5_000;
+/** How long a request waits on a fetch another request started: that request may be cancelled, and its fetch never settle. */
+const SHARED_FETCH_WAIT_MS = KEY_SERVER_TIMEOUT_MS + 1_000;
 
-// The key set of each URL, kept per isolate as the JSON the key server sent (plain data). Keys are
-// imported per request: a CryptoKey import another request started must never be what this one
-// awaits (workerd binds pending work to its request), and an import is cheap beside a fetch.
-const keySets = new Map<string, { jwks: JSONWebKeySet; fetchedAt: number }>();
+interface KeySetState {
+  /** The last key set fetched, as the JSON the key server sent (plain data). */
+  keys?: { jwks: JSONWebKeySet; fetchedAt: number };
+  /** When the last fetch started. */
+  attemptedAt: number;
+  /** The 401 cause of the last fetch's failure; cleared by one that succeeds. */
+  failure?: string;
+  /** The fetch under way, which concurrent requests wait on rather than fetching too. */
+  pending?: Promise<void>;
+}
 
-const keyServerFailed = () => errors.unauthorized("Authentication key server returned invalid data");
+// The key set of each URL, per isolate. Keys are imported per request: a CryptoKey import another
+// request started must never be what this one awaits (workerd binds pending work to its request),
+// and an import is cheap beside a fetch.
+const keySets = new Map<string, KeySetState>();
+
+const UNREACHABLE = "Unable to reach authentication key server";
+const INVALID_DATA = "Authentication key server returned invalid data";
 const MALFORMED_KEYS = "Authentication keys are malformed";
 const UNKNOWN_KEY = "Token signed by unknown key";
 
-async function fetchKeySet(url: string): Promise<{ jwks: JSONWebKeySet; fetchedAt: number }> {
-  let jwks: unknown;
+const reason = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/** The key set at `url`, or the UPSTREAM §8 401 of the way it failed: unreachable (any non-2xx too), not JSON, not a key set. */
+async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
+  let text: string;
   try {
     const response = await fetch(url, { headers: { Accept: "application/json" }, signal: AbortSignal.timeout(KEY_SERVER_TIMEOUT_MS) });
-    if (!response.ok) throw new Error(`answered ${response.status}`);
-    jwks = await response.json();
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw new Error(`answered ${response.status}`);
+    }
+    text = await response.text();
+  } catch (error) {
+    // The client only learns that the key server failed; the operator needs to know why.
+    log.warn(`key set ${url} could not be fetched: ${reason(error)}`);
+    throw errors.unauthorized(UNREACHABLE);
+  }
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(text);
+  } catch (error) {
+    log.warn(`key set ${url} is not JSON: ${reason(error)}`);
+    throw errors.unauthorized(INVALID_DATA);
+  }
+  try {
     // createLocalJWKSet checks the shape; a set it refuses is the key server's failure too.
     createLocalJWKSet(jwks as JSONWebKeySet);
   } catch (error) {
-    // The client only learns that the key server failed; the operator needs to know why.
-    log.warn(`key set ${url} unusable: ${error instanceof Error ? error.message : String(error)}`);
-    throw keyServerFailed();
+    log.warn(`key set ${url} is not a key set: ${reason(error)}`);
+    throw errors.unauthorized(MALFORMED_KEYS);
   }
-  const entry = { jwks: jwks as JSONWebKeySet, fetchedAt: Date.now() };
-  keySets.set(url, entry);
-  return entry;
+  return jwks as JSONWebKeySet;
 }
 
-/** The keys of `url` as jose's key lookup: fetched when absent or older than KEYS_MAX_AGE_MS. */
-function keySetFor(url: string): JWTVerifyGetKey {
-  return async (header, token) => {
-    let entry = keySets.get(url);
-    if (!entry || Date.now() - entry.fetchedAt > KEYS_MAX_AGE_MS) entry = await fetchKeySet(url);
-    return createLocalJWKSet(entry.jwks)(header, token);
-  };
+/** Resolves after `ms`, or at once if `promise` settles first; never rejects. */
+async function waitAtMost(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([promise.catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
-async function verify(token: string, keySet: JWTVerifyGetKey, requireExp: boolean): Promise<JWTPayload> {
+/**
+ * Fetches the key set of `url` again unless a fetch started less than REFRESH_INTERVAL_MS ago; waits
+ * for one under way. Never throws and never drops the keys already held: the outcome is in the
+ * state (new keys, or `failure`).
+ */
+async function refresh(url: string, state: KeySetState): Promise<void> {
+  // The fetch of a request that was cancelled may never settle: past every waiter's deadline it
+  // counts as failed, so it cannot keep later refreshes from starting.
+  if (state.pending && Date.now() - state.attemptedAt > SHARED_FETCH_WAIT_MS) {
+    state.pending = undefined;
+    state.failure ??= UNREACHABLE;
+  }
+  if (state.pending === undefined && Date.now() - state.attemptedAt >= REFRESH_INTERVAL_MS) {
+    state.attemptedAt = Date.now();
+    const pending = fetchKeySet(url).then(
+      (jwks) => {
+        state.keys = { jwks, fetchedAt: Date.now() };
+        state.failure = undefined;
+      },
+      (error: unknown) => {
+        state.failure = error instanceof ApiError ? error.cause : UNREACHABLE;
+        if (state.keys) {
+          const until = new Date(state.keys.fetchedAt + KEYS_STALE_LIMIT_MS).toISOString();
+          log.warn(`key set ${url}: keeping the keys fetched at ${new Date(state.keys.fetchedAt).toISOString()} (expired ones serve until ${until})`);
+        }
+      },
+    );
+    state.pending = pending;
+    void pending.finally(() => {
+      if (state.pending === pending) state.pending = undefined;
+    });
+  }
+  if (state.pending) await waitAtMost(state.pending, SHARED_FETCH_WAIT_MS);
+}
+
+function stateOf(url: string): KeySetState {
+  let state = keySets.get(url);
+  if (!state) {
+    state = { attemptedAt: -Infinity };
+    keySets.set(url, state);
+  }
+  return state;
+}
+
+/**
+ * The keys of `url` to verify with: fetched when absent or older than KEYS_MAX_AGE_MS; expired keys
+ * that cannot be fetched again still serve up to KEYS_STALE_LIMIT_MS after their fetch.
+ */
+async function currentKeys(url: string): Promise<{ jwks: JSONWebKeySet; fetchedAt: number }> {
+  const state = stateOf(url);
+  if (state.keys && Date.now() - state.keys.fetchedAt <= KEYS_MAX_AGE_MS) return state.keys;
+  await refresh(url, state);
+  const keys = state.keys;
+  if (keys && Date.now() - keys.fetchedAt <= KEYS_MAX_AGE_MS) return keys;
+  if (keys && Date.now() - keys.fetchedAt <= KEYS_STALE_LIMIT_MS) return keys;
+  throw errors.unauthorized(state.failure ?? UNREACHABLE);
+}
+
+async function verify(token: string, keys: JSONWebKeySet, requireExp: boolean): Promise<JWTPayload> {
   // jose checks exp whenever it is present; requiredClaims makes its absence a failure too.
   const options = { algorithms: ACCEPTED_ALGORITHMS, requiredClaims: requireExp ? ["exp"] : [] };
   try {
-    return (await jwtVerify(token, keySet, options)).payload;
+    return (await jwtVerify(token, createLocalJWKSet(keys), options)).payload;
   } catch (error) {
     // A token without kid that fits several keys (mid-rotation): jose hands out the candidates,
     // and the token is good when one of them verifies it.
@@ -76,29 +175,31 @@ async function verify(token: string, keySet: JWTVerifyGetKey, requireExp: boolea
 }
 
 /**
- * The SPEC 401 cause for a jose failure. What is not the token's failure is the key's: a key the set
- * lists that cannot be imported (workerd refuses a modulus of the wrong length), is too weak for its
- * algorithm (jose's TypeError) or is private is 401 "Authentication keys are malformed" (UPSTREAM).
+ * The UPSTREAM §8 401 cause for a jose failure. What is not the token's failure is the key's: a key
+ * the set lists that cannot be imported (workerd refuses a modulus of the wrong length), is too weak
+ * for its algorithm (jose's TypeError) or is private is 401 "Authentication keys are malformed".
  */
 function tokenError(error: unknown): unknown {
   if (error instanceof ApiError) return error;
   if (!(error instanceof joseErrors.JOSEError) || error instanceof joseErrors.JWKSInvalid) {
-    log.warn(`a key of the key set is unusable: ${error instanceof Error ? error.message : String(error)}`);
+    log.warn(`a key of the key set is unusable: ${reason(error)}`);
     return errors.unauthorized(MALFORMED_KEYS);
   }
   if (error instanceof joseErrors.JWTExpired) return errors.unauthorized("Token has expired");
   if (error instanceof joseErrors.JWKSNoMatchingKey) return errors.unauthorized(UNKNOWN_KEY);
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return errors.unauthorized("Invalid token signature");
-  // Another algorithm (HS256, none, ...) cannot carry a signature this gateway accepts.
-  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) {
-    return errors.unauthorized("Invalid token signature");
-  }
+  // none, HS*, or an algorithm jose cannot verify with here: no key of a public set can check it.
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return errors.unauthorized("Token algorithm is not supported");
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    // require_exp (Parley's) names the claim as the identity claims do; every other claim failure
+    // (nbf ahead, exp not a number, ...) is the original's one cause.
     if (error.reason === "missing") return errors.unauthorized(`Token missing claim: ${error.claim}`);
-    return errors.unauthorized(error.claim === "nbf" ? "Token is not yet valid" : `Token claim ${error.claim} is invalid`);
+    return errors.unauthorized("Token validation failed");
   }
   // Not three base64url parts, header or payload not JSON objects, ...
-  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) return errors.unauthorized("Token is malformed");
+  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) return errors.unauthorized("Token could not be decoded");
+  // A critical header parameter jose does not know, and the like.
+  if (error instanceof joseErrors.JOSENotSupported) return errors.unauthorized("Token format error");
   return error;
 }
 
@@ -106,18 +207,22 @@ function tokenError(error: unknown): unknown {
 const STALE_KEYS_CAUSES = new Set([UNKNOWN_KEY, MALFORMED_KEYS]);
 
 /**
- * Verifies against the key set of `url`. When the token names a key the cached set lacks (a
- * rotation) or one it cannot use (a key server that published a broken key and has mended it), the
- * set is fetched again once, at most every 30 seconds.
+ * Verifies against the key set of `url`. When the token names a key the held set lacks (a rotation)
+ * or one it cannot use (a key server that published a broken key and has mended it), the set is
+ * fetched again, at most every 30 seconds. A refresh that fails keeps the keys held, so a token
+ * naming a key nobody published never locks out the tokens of known keys; that token is then told
+ * why the key could not be looked for.
  */
-async function verifyWithKeysOf(url: string, token: string, keySet: JWTVerifyGetKey, requireExp: boolean): Promise<JWTPayload> {
+async function verifyWithKeysOf(url: string, token: string, requireExp: boolean): Promise<JWTPayload> {
+  const keys = await currentKeys(url);
   try {
-    return await verify(token, keySet, requireExp);
+    return await verify(token, keys.jwks, requireExp);
   } catch (error) {
-    const fetchedAt = keySets.get(url)?.fetchedAt ?? 0;
-    if (!(error instanceof ApiError && STALE_KEYS_CAUSES.has(error.cause)) || Date.now() - fetchedAt < UNKNOWN_KID_REFETCH_MS) throw error;
-    keySets.delete(url);
-    return verify(token, keySet, requireExp);
+    if (!(error instanceof ApiError && STALE_KEYS_CAUSES.has(error.cause))) throw error;
+    const state = stateOf(url);
+    await refresh(url, state);
+    if (state.keys && state.keys.fetchedAt > keys.fetchedAt) return verify(token, state.keys.jwks, requireExp);
+    throw state.failure ? errors.unauthorized(state.failure) : error;
   }
 }
 
@@ -141,10 +246,9 @@ function requiredConfig(settings: AuthenticationConfig): { url: string; jwt: Jwt
 
 export function jwkTokenAuthenticator(settings: AuthenticationConfig): Authenticator {
   const { url, jwt } = requiredConfig(settings);
-  const keySet = keySetFor(url);
   return async function jwkToken(request) {
     const token = bearerToken(request);
-    const payload = await verifyWithKeysOf(url, token, keySet, jwt.require_exp);
+    const payload = await verifyWithKeysOf(url, token, jwt.require_exp);
     return {
       userId: claim(payload, jwt.user_id_claim),
       username: claim(payload, jwt.username_claim),

@@ -36,6 +36,8 @@ export function trustedProxyAuthenticator(settings: AuthenticationConfig, option
     );
   }
   return async function trustedProxy(request) {
+    // The original system's own cause for this module (UPSTREAM §8); an empty header is missing too.
+    if (!request.headers.get("Authorization")) throw errors.unauthorized("Missing Authorization header");
     const token = bearerToken(request);
     const key = await reviewed.key(api.base, token);
     let account = reviewed.get(key);
