@@ -2,10 +2,12 @@
 // validated, the files it names read, the checks that need more than the schema made (the portal's
 // chunk filter, the backends). The Worker (runtime.ts) loads it with its bindings and `npm run deploy`
 // with the checkout's config/ directory, so a document the helper passes is one the Worker loads.
+import { roleRuleWarnings } from "./auth/role-rules.ts";
 import { buildBackends, type Backends } from "./backends/providers.ts";
 import type { AgentCardConfig } from "./config/agent-card.ts";
 import { readConfiguredFiles, type BundledFiles } from "./config/files.ts";
 import { inertSettings } from "./config/inert.ts";
+import { urlCredentials } from "./config/redact.ts";
 import { parseConfig, type ConfigProblem } from "./config/load.ts";
 import { isUnifiedRag, type Config } from "./config/schema.ts";
 import { knowledgeSources } from "./rag/knowledge.ts";
@@ -47,17 +49,24 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
   const scrubbed = [...parsed.secrets, ...files.heldSecrets.values()];
   if (!parsed.ok) return { ok: false, problems: [...parsed.problems, ...files.problems], scrubbed };
   const config = parsed.config;
+  scrubbed.push(...urlCredentials(config));
   const problems = [...files.problems];
+  const warnings = roleRuleWarnings(config.authentication.jwk_config?.jwt_configuration.role_rules ?? []);
   const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
   if (chunkFilter) {
     const filter = parseBooleanQuery(chunkFilter);
     const field = config.rag && isUnifiedRag(config.rag) ? "rag.okp.chunk_filter_query" : "portal.chunk_filter_query";
-    if (!filter.ok) problems.push({ path: field, message: filter.problem });
+    // Valid Solr (the original takes it) that the backend's vector store filters cannot express:
+    // the portal is not searched without its filter (it may exist to hide documents), the rest
+    // of the gateway works, and the operator is told.
+    if (!filter.ok && filter.unsupported) warnings.push(`${field}: ${filter.problem}; the portal store is skipped in every search while it is set`);
+    else if (!filter.ok) problems.push({ path: field, message: filter.problem });
   }
   const built = buildBackends(config, env);
   if (!built.ok) problems.push(...built.problems);
   if (problems.length > 0 || !built.ok) return { ok: false, problems, scrubbed };
   const inert = inertSettings(config);
+  const agentCard = config.customization.agent_card_config ?? files.agentCardFile;
   return {
     ok: true,
     scrubbed: [...scrubbed, ...built.secrets],
@@ -65,10 +74,19 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
       config,
       secrets: parsed.secrets,
       systemPrompt: files.systemPrompt,
-      agentCard: config.customization.agent_card_config ?? files.agentCardFile,
+      agentCard,
       heldSecrets: files.heldSecrets,
       backends: built.backends,
-      warnings: [...(inert.length > 0 ? [`these settings have no effect in this release: ${inert.join(", ")}`] : []), ...built.warnings],
+      warnings: [
+        ...warnings,
+        ...(inert.length > 0 ? [`these settings have no effect in this release: ${inert.join(", ")}`] : []),
+        // Served as configured, over a card the gateway completes (README "A2A"): a signature made
+        // over the configured card verifies only when it already holds what the gateway sets.
+        ...(agentCard?.signatures?.length
+          ? ["the agent card's signatures are served as configured, but the card is served with its url, capabilities.streaming true, capabilities.pushNotifications false and defaults for name, description, version and additionalInterfaces: sign the card as GET /.well-known/agent-card.json serves it"]
+          : []),
+        ...built.warnings,
+      ],
     },
   };
 }

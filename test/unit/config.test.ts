@@ -351,7 +351,7 @@ describe("parseConfig", () => {
     const found = problems(text);
     expect(found).toContain("inference_backend: required");
     expect(found.some((line) => line.startsWith("service.port: ") && line.includes("expected number"))).toBe(true);
-    expect(found.some((line) => line.startsWith("service.auth_enabled: ") && line.includes("expected boolean"))).toBe(true);
+    expect(found.some((line) => line.startsWith("service.auth_enabled: ") && line.includes("expected a boolean"))).toBe(true);
     expect(found.some((line) => line.startsWith("authentication.module: "))).toBe(true);
     expect(found).toHaveLength(4);
   });
@@ -417,13 +417,38 @@ describe("parseConfig", () => {
     expect(problems(rules('{jsonpath: "$.a", operator: equals, value: [1], roles: ["*"]}'))).toEqual([
       'authentication.jwk_config.jwt_configuration.role_rules.0.roles.0: "*" cannot be granted by a rule',
     ]);
-    expect(problems(rules('{jsonpath: "a", operator: equals, value: [1], roles: []}'))).toEqual([
-      'authentication.jwk_config.jwt_configuration.role_rules.0.jsonpath: must start with "$"',
+    expect(problems(rules('{jsonpath: "", operator: equals, value: [1], roles: []}'))).toEqual([
+      "authentication.jwk_config.jwt_configuration.role_rules.0.jsonpath: must not be empty",
       "authentication.jwk_config.jwt_configuration.role_rules.0.roles: must list at least one role",
     ]);
     expect(problems(rules('{jsonpath: "$.a", operator: match, value: "(", roles: [r]}'))).toEqual([
-      "authentication.jwk_config.jwt_configuration.role_rules.0.value: invalid regular expression",
+      expect.stringMatching(/^authentication\.jwk_config\.jwt_configuration\.role_rules\.0\.value: invalid regular expression: /),
     ]);
+    expect(problems(rules('{jsonpath: "$.a", operator: match, value: "(?>a)", roles: [r]}'))).toEqual([
+      "authentication.jwk_config.jwt_configuration.role_rules.0.value: a Python regular expression JavaScript cannot run: atomic groups (?>…) have no JavaScript form",
+    ]);
+    // The original's forms: Python patterns, a path without "$", equals with a scalar (never holds).
+    const original = rules(
+      '{jsonpath: "email", operator: match, value: "(?i)^.+@redhat\\\\.com$", roles: [r]}, ' +
+        '{jsonpath: "realm_access.roles[*]", operator: match, value: "(?P<user>adm.*)", roles: [r]}, ' +
+        "{jsonpath: $.org_id, operator: equals, value: acme, roles: [r]}",
+    );
+    expect(accepted(parseConfig(original, {})).authentication.jwk_config?.jwt_configuration.role_rules).toHaveLength(3);
+  });
+
+  it("refuses what the original refuses: a role twice in a rule, an MCP header twice in any case, rh-identity and trusted-proxy without their sections", () => {
+    const rules = `${MINIMAL}authentication:\n  module: jwk-token\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration:\n      role_rules: [{jsonpath: $.a, operator: contains, value: x, roles: [admin, reader, admin]}]\n`;
+    expect(problems(rules)).toEqual(['authentication.jwk_config.jwt_configuration.role_rules.0.roles.2: duplicate role "admin"']);
+    const headers = `${MINIMAL}mcp_servers:\n  - {name: tools, url: "http://127.0.0.1:1", headers: [X-Foo, X-Bar, x-foo]}\n`;
+    expect(problems(headers)).toEqual(['mcp_servers.0.headers.2: duplicate header "x-foo" (header names are compared ignoring case; "X-Foo" is listed)']);
+    expect(problems(`${MINIMAL}authentication:\n  module: rh-identity\n`)).toEqual(["authentication.rh_identity_config: required when module is rh-identity"]);
+    expect(accepted(parseConfig(`${MINIMAL}authentication:\n  module: rh-identity\n  rh_identity_config: {}\n`, {})).authentication.rh_identity_config).toEqual({
+      required_entitlements: [],
+      max_header_size: 8192,
+    });
+    const proxy = `${MINIMAL}authentication:\n  module: trusted-proxy\n  k8s_cluster_api: https://api.example.com:6443\n  k8s_service_account_token: t0ken-value\n`;
+    expect(problems(proxy)).toEqual(["authentication.trusted_proxy_config: required when module is trusted-proxy"]);
+    expect(accepted(parseConfig(`${proxy}  trusted_proxy_config: {}\n`, {})).authentication.trusted_proxy_config).toEqual({ user_header: "X-Forwarded-User" });
   });
 
   it("requires unique limiter, MCP server and shield names", () => {
@@ -464,8 +489,15 @@ shields:
     const refill = `${MINIMAL}quota_handlers:\n  limiters:\n    - {type: user_limiter, name: u, initial_quota: 50, period: 1 day}\n`;
     expect(accepted(parseConfig(refill, {})).quota_handlers.limiters[0].quota_increase).toBe(0);
     expect(problems(limiter("fortnightly"))).toEqual([
-      'quota_handlers.limiters.0.period: expected a positive interval such as "1 day", "12 hours", "30 minutes" or a number of seconds',
+      'quota_handlers.limiters.0.period: expected a PostgreSQL interval such as "1 day", "12 hours", "1 mon", "01:00:00", "P1D" or a number of seconds',
     ]);
+    // The original's PostgreSQL intervals.
+    for (const [period, seconds] of [["1 year", 31_557_600], ["2 mons", 5_184_000], ['"01:00:00"', 3_600], ['"@ 1 hour"', 3_600], ["P1D", 86_400]] as const) {
+      expect(accepted(parseConfig(limiter(period), {})).quota_handlers.limiters[0].period).toBe(seconds);
+    }
+    expect(problems(limiter('"@ 1 hour ago"'))).toEqual(["quota_handlers.limiters.0.period: must be longer than zero (it is -3600 seconds)"]);
+    expect(problems(limiter('"00:00:00"'))).toEqual(["quota_handlers.limiters.0.period: must be longer than zero (it is 0 seconds)"]);
+    expect(problems(limiter('"1.5"'))).toEqual(["quota_handlers.limiters.0.period: must be a whole number of seconds (it is 1.5 seconds)"]);
   });
 });
 
@@ -498,10 +530,18 @@ describe("environment references", () => {
     expect(config.service).toMatchObject({ port: 9000, auth_enabled: true });
   });
 
-  it("uses the := fallback only when the variable is unset", () => {
+  it("reads := and :+ as the original (Llama Stack) does: the fallback for a variable unset or empty, :+ only for one set", () => {
     const text = "inference_backend:\n  url: ${env.URL:=http://127.0.0.1:1/v1}\n";
     expect(accepted(parseConfig(text, {})).inference_backend.url).toBe("http://127.0.0.1:1/v1");
+    expect(accepted(parseConfig(text, { URL: "" })).inference_backend.url).toBe("http://127.0.0.1:1/v1");
     expect(accepted(parseConfig(text, { URL: "https://b.example.com" })).inference_backend.url).toBe("https://b.example.com");
+    // An empty fallback leaves an optional setting out (the original's None), and names no variable as set.
+    const optional = `${MINIMAL}  api_key: \${env.UNSET_KEY:=}\ncustomization: {system_prompt: "prefix\${env.EXTRA:+ and more} suffix"}\n`;
+    const unset = accepted(parseConfig(optional, {}));
+    expect(unset.inference_backend.api_key).toBeUndefined();
+    expect(unset.customization.system_prompt).toBe("prefix suffix");
+    expect(accepted(parseConfig(optional, { EXTRA: "yes" })).customization.system_prompt).toBe("prefix and more suffix");
+    expect(problems("inference_backend:\n  url: ${env.URL:=}\n", {})).toEqual(["inference_backend.url: required: the URL of an OpenAI-compatible backend (a Worker cannot run the backend as a library, use_as_library_client)"]);
   });
 
   it("says what to give instead of the original system's library mode, which has no url", () => {
@@ -573,12 +613,57 @@ describe("document formats", () => {
     expect(config.inference_backend.config.native_override).toEqual({ n: 2, y: "x", stop: ["n"] });
   });
 
+  it("takes for a switch what the original's pydantic takes: its words in any case, from ${env} too, and 1/0", () => {
+    const text = [
+      "user_data_collection: {feedback_enabled: \"Yes\", feedback_storage: /data/feedback, transcripts_enabled: \"${env.TRANSCRIPTS}\", transcripts_storage: /data/t}",
+      "service: {auth_enabled: 1, color_log: \"off\"}",
+      "inference_backend: {url: http://127.0.0.1:8321/v1}",
+      "",
+    ].join("\n");
+    const config = accepted(parseConfig(text, { TRANSCRIPTS: "on" }));
+    expect(config.user_data_collection).toMatchObject({ feedback_enabled: true, transcripts_enabled: true });
+    expect(config.service).toMatchObject({ auth_enabled: true, color_log: false });
+    expect(problems(`${MINIMAL}service: {color_log: maybe}\n`)).toEqual(["service.color_log: expected a boolean (true/false, yes/no, on/off, 1/0)"]);
+    expect(problems(`${MINIMAL}service: {color_log: 2}\n`)).toHaveLength(1);
+  });
+
   it("says where JSON is broken without quoting it (the text there may be a secret), and reads what YAML reads, as the original does", () => {
     const text = '{\n  "inference_backend": {\n    "url": "http://127.0.0.1:8321/v1",\n    "api_key": "sk-topsecret-0042" "more"\n  }\n}';
     expect(problems(text)).toEqual(["document: not valid JSON at line 4, column 36"]);
     // Not JSON, but YAML's flow style, which the original's PyYAML reads.
     const yaml = '{\n  "inference_backend": {\n    "url": "http://127.0.0.1:8321/v1",\n    "api_key": sk-topsecret-0042,\n  }\n}';
     expect(accepted(parseConfig(yaml, {})).inference_backend.api_key).toBe("sk-topsecret-0042");
+  });
+
+  it("reads what the original reads: empty sections, its okp section and rhokp_url, an empty conversation_cache", () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      "customization:",
+      "authorization:",
+      "splunk: null",
+      "azure_entra_id: ~",
+      "conversation_cache: {}",
+      "rag: {inline: [okp]}",
+      "okp:",
+      "  rhokp_url: https://okp.example.com",
+      "  offline: true",
+      "",
+    ].join("\n");
+    const config = accepted(parseConfig(text, {}));
+    expect(config.portal).toMatchObject({ portal_url: "https://okp.example.com", offline: true });
+    expect(config.customization.disable_query_system_prompt).toBe(false);
+    const unified = accepted(parseConfig(`${MINIMAL}rag: {okp: {rhokp_url: "https://okp.example.com"}}\n`, {}));
+    expect(isUnifiedRag(unified.rag!) && unified.rag.okp.portal_url).toBe("https://okp.example.com");
+    // As the original: a cache type with no settings for it, or settings without a type, are refused.
+    expect(problems(`${MINIMAL}conversation_cache: {type: memory}\n`)).toEqual(["conversation_cache.memory: required when type is memory"]);
+    expect(problems(`${MINIMAL}conversation_cache: {memory: {max_entries: 5}}\n`)).toEqual(["conversation_cache.memory: type: required when a cache backend is configured"]);
+  });
+
+  it("refuses credentials with a wildcard CORS origin, in the original's words", () => {
+    expect(problems(`${MINIMAL}service: {cors: {allow_origins: ["*"], allow_credentials: true}}\n`)).toEqual([
+      "service.cors.allow_credentials: Invalid CORS configuration: allow_credentials can not be set to true when allow origins contains the '*' wildcard.",
+    ]);
+    expect(accepted(parseConfig(`${MINIMAL}service: {cors: {allow_origins: ["https://app.example.com"], allow_credentials: true}}\n`, {})).service.cors.allow_credentials).toBe(true);
   });
 
   it("rejects an empty document and one that is not a mapping", () => {
@@ -613,11 +698,64 @@ describe("parseInterval", () => {
     ["3600", 3_600],
     ["  60 ", 60],
     [90, 90],
+    // PostgreSQL interval input, each as EXTRACT(EPOCH FROM interval '…') gives it (PostgreSQL 15):
+    // a month is 30 days, a year 365.25 days, and 12 months are a year.
+    ["1 year", 31_557_600],
+    ["2 mons", 5_184_000],
+    ["12 mons", 31_557_600],
+    ["13 mons", 34_149_600],
+    ["1 mon 2 days", 2_764_800],
+    ["1 y 2 mon", 36_741_600],
+    ["1.5 years", 47_109_600],
+    ["1.1 years", 34_149_600], // a fraction of a year is whole months (1.2 → 1)
+    ["0.5 mon", 1_296_000],
+    ["1.5 days", 129_600],
+    ["1 decade", 315_576_000],
+    ["2 weeks 1 day", 1_296_000],
+    ["01:00:00", 3_600],
+    ["1:30", 5_400],
+    ["1:2:3", 3_723],
+    ["3 days 04:05:06", 273_906],
+    ["1 day 12:00:00", 129_600],
+    ["1 day -1 hour", 82_800],
+    ["1 day 5", 86_405],
+    ["@ 1 hour", 3_600],
+    ["@ 2 days 3 hours", 183_600],
+    ["1 h", 3_600],
+    ["1hour", 3_600],
+    ["1 m", 60],
+    ["10 minutes 5 secs", 605],
+    ["2000 ms", 2],
+    ["P1D", 86_400],
+    ["PT1H", 3_600],
+    ["P1W", 604_800],
+    ["P1.5D", 129_600],
+    ["P1Y2M3DT4H5M6S", 37_015_506],
+    ["P0001-02-03T04:05:06", 37_015_506],
   ] as const)("%j is %d seconds", (text, expected) => {
     expect(parseInterval(text)).toBe(expected);
   });
 
-  it.each(["", "day", "0", "0 days", "-1 day", "1 fortnight", "1 day later", "one day", "1.5", "1day2hours", "1e3"])(
+  it.each([
+    "",
+    "day",
+    "0",
+    "0 days",
+    "-1 day",
+    "1 fortnight",
+    "1 day later",
+    "one day",
+    "1.5",
+    "1day2hours",
+    "1e3",
+    "00:00:00",
+    "@ 1 hour ago",
+    "1 day -2 days",
+    "1:30.5",
+    "P",
+    "PT",
+    "P1H",
+  ])(
     "%j is not an interval",
     (text) => {
       expect(parseInterval(text)).toBeNull();
@@ -733,7 +871,7 @@ describe("redactConfig", () => {
   });
 
   it("hides by what a field is, not by what it is called", () => {
-    const text = `${MINIMAL}service:\n  cors: {allow_credentials: true}\nauthentication:\n  module: jwk\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration: {user_id_claim: token_subject}\n`;
+    const text = `${MINIMAL}service:\n  cors: {allow_origins: [https://app.example.com], allow_credentials: true}\nauthentication:\n  module: jwk\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration: {user_id_claim: token_subject}\n`;
     const { config, secrets } = loaded(text);
     const shown = redactConfig(config, secrets) as Config;
     expect(shown.service.cors.allow_credentials).toBe(true);

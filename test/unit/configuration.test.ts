@@ -34,4 +34,36 @@ describe("loadConfiguration", () => {
     const none = await loadConfiguration(MINIMAL, {}, files);
     expect(none.ok && none.loaded.agentCard).toBeNull();
   });
+
+  it("counts the credentials URLs carry by their form among the secrets logs never show", async () => {
+    const text =
+      "inference_backend:\n  url: http://127.0.0.1:8321/v1\nauthentication:\n  module: jwk-token\n" +
+      "  jwk_config:\n    url: http://jwksuser:Jwks%40Passw0rd@127.0.0.1:8573/jwks?access_token=QueryTok3nSecret77&kid=not-secret\n";
+    const loaded = await loadConfiguration(text, {}, folder({}));
+    expect(loaded.ok).toBe(true);
+    expect(loaded.scrubbed).toEqual(expect.arrayContaining(["Jwks%40Passw0rd", "Jwks@Passw0rd", "QueryTok3nSecret77"]));
+    expect(loaded.scrubbed).not.toContain("not-secret");
+    expect(loaded.scrubbed).not.toContain("jwksuser");
+  });
+
+  it("warns that a signed agent card is served as the gateway completes it", async () => {
+    const signed = `${MINIMAL}customization:\n  agent_card_config:\n    name: Signed\n    signatures: [{protected: abc, signature: def}]\n`;
+    const loaded = await loadConfiguration(signed, {}, folder({}));
+    expect(loaded.ok && loaded.loaded.warnings.some((line) => line.startsWith("the agent card's signatures are served as configured"))).toBe(true);
+    const plain = await loadConfiguration(`${MINIMAL}customization:\n  agent_card_config: {name: Plain}\n`, {}, folder({}));
+    expect(plain.ok && plain.loaded.warnings).toEqual([]);
+  });
+
+  it("loads role rule values that never match, as the original does, and says so", async () => {
+    const text =
+      `${MINIMAL}authentication:\n  module: jwk-token\n  jwk_config:\n    url: https://k.example.com\n    jwt_configuration:\n      role_rules:\n` +
+      "        - {jsonpath: $.org_id, operator: equals, value: acme, roles: [a]}\n" +
+      "        - {jsonpath: $.org_id, operator: equals, value: [acme], roles: [b]}\n" +
+      "        - {jsonpath: $.org_id, operator: in, value: [acme, [x]], negate: true, roles: [c]}\n";
+    const loaded = await loadConfiguration(text, {}, folder({}));
+    expect(loaded.ok && loaded.loaded.warnings).toEqual([
+      'authentication.jwk_config.jwt_configuration.role_rules.0.value: operator "equals" compares the list of values the path selects with "acme", which is not a list, so the rule never holds, as in the original; write ["acme"] to compare with "acme"',
+      'authentication.jwk_config.jwt_configuration.role_rules.2.value: operator "in" looks for the list of values the path selects among the items of the value, and "acme", not a list, never equals it, as in the original; write [["acme"]] to compare with "acme" (the rule is negated: where it does not hold, it grants its roles)',
+    ]);
+  });
 });

@@ -98,19 +98,39 @@ function uniqueProblems(problems: ConfigProblem[]): ConfigProblem[] {
 }
 
 /** Sections the original system names otherwise (UPSTREAM "Vocabulary"), read under SPEC's names. */
-const FORMER_NAMES: Record<string, string> = { llama_stack: "inference_backend" };
+const FORMER_NAMES: Record<string, string> = { llama_stack: "inference_backend", okp: "portal" };
 
-/** The document with a former section name taken as SPEC's, unless both are given (then the schema refuses the former). */
+/** Keys the original system names otherwise inside a section: the portal's address (UPSTREAM "Vocabulary"). */
+const FORMER_KEYS: Array<{ section: readonly string[]; former: string; name: string }> = [
+  { section: ["portal"], former: "rhokp_url", name: "portal_url" },
+  { section: ["rag", "okp"], former: "rhokp_url", name: "portal_url" },
+];
+
+/**
+ * The document with a former name taken as SPEC's, unless both are given (then the schema refuses
+ * the former). A section left empty (`customization:` with its keys commented out) is left out, as
+ * the original's pydantic reads None for an optional section.
+ */
 function withSpecNames(document: unknown): unknown {
-  if (typeof document !== "object" || document === null || Array.isArray(document)) return document;
-  const sections = { ...(document as Record<string, unknown>) };
-  for (const [former, name] of Object.entries(FORMER_NAMES)) {
-    if (former in sections && !(name in sections)) {
-      sections[name] = sections[former];
-      delete sections[former];
-    }
+  if (!isRecord(document)) return document;
+  const sections = Object.fromEntries(Object.entries(document).filter(([, section]) => section !== null));
+  renamed(sections, FORMER_NAMES);
+  for (const { section, former, name } of FORMER_KEYS) {
+    let target: unknown = sections;
+    for (const key of section) target = isRecord(target) ? target[key] : undefined;
+    if (isRecord(target)) renamed(target, { [former]: name });
   }
   return sections;
+}
+
+/** Renames the keys of `record` in place, where the new name is not taken. */
+function renamed(record: Record<string, unknown>, names: Record<string, string>): void {
+  for (const [former, name] of Object.entries(names)) {
+    if (former in record && !(name in record)) {
+      record[name] = record[former];
+      delete record[former];
+    }
+  }
 }
 
 /**
@@ -154,10 +174,12 @@ const asPyYaml = (tags: Tags): Tags =>
     typeof tag === "object" && tag.collection === undefined && tag.tag === "tag:yaml.org,2002:bool" ? { ...tag, test: tag.identify?.(true) ? PYYAML_TRUE : PYYAML_FALSE } : tag,
   );
 
-// `${env.NAME}` or `${env.NAME:=fallback}` (the fallback form is the one Llama Stack configs use).
-const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}/g;
+// `${env.NAME}`, `${env.NAME:=fallback}` and `${env.NAME:+if_set}`, read as the original system reads
+// them (Llama Stack's replace_env_vars): the fallback stands for a variable unset or empty, the
+// `:+` text only for one set and not empty.
+const REFERENCE = /\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::([=+])([^}]*))?\}/g;
 
-const WHOLE_REFERENCE = /^\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::=[^}]*)?\}$/;
+const WHOLE_REFERENCE = /^\$\{env\.([A-Za-z_][A-Za-z0-9_]*)(?::([=+])[^}]*)?\}$/;
 
 /** What resolving a document's references found. */
 interface References {
@@ -175,6 +197,9 @@ function resolveReferences(value: unknown, env: Record<string, unknown>, path: P
     const whole = WHOLE_REFERENCE.exec(value.trim());
     if (whole) {
       found.whole.add(dotted(path));
+      // An empty fallback (or `:+` of an unset variable) leaves the setting out, as the original's
+      // None does; a variable named plainly and set empty is told as such where a value is needed.
+      if (resolved === "" && whole[2] !== undefined) return undefined;
       if (resolved === "") found.empty.push({ path, name: whole[1]! });
     }
     return resolved;
@@ -187,10 +212,14 @@ function resolveReferences(value: unknown, env: Record<string, unknown>, path: P
 }
 
 function resolveString(text: string, env: Record<string, unknown>, path: Path, problems: Problem[]): string {
-  return text.replace(REFERENCE, (reference, name: string, fallback: string | undefined) => {
+  return text.replace(REFERENCE, (reference, name: string, operator: "=" | "+" | undefined, given: string | undefined) => {
     const value = env[name];
-    if (typeof value === "string") return value;
-    if (value === undefined && fallback !== undefined) return fallback;
+    if (value === undefined || typeof value === "string") {
+      const set = value !== undefined && value !== "";
+      if (operator === "=") return set ? value : given!;
+      if (operator === "+") return set ? given! : "";
+      if (value !== undefined) return value;
+    }
     problems.push({
       path,
       message:

@@ -46,6 +46,29 @@ function redactValue(value: unknown, path: string[], hide: (text: string) => str
 }
 
 /**
+ * The credentials the configuration's URLs carry by their form (a password, credential query
+ * parameters' values), as written and decoded: secrets in their own right, which logs and error
+ * texts must not show either (a log line may quote a URL whole).
+ */
+export function urlCredentials(value: unknown): string[] {
+  if (typeof value === "string") {
+    const url = value.includes("://") && URL.canParse(value) ? new URL(value) : null;
+    if (!url) return [];
+    const query = url.search
+      .slice(1)
+      .split("&")
+      .flatMap((pair) => {
+        const [name = "", ...given] = pair.split("=");
+        return given.length > 0 && CREDENTIAL_PARAMETERS.has(parameterName(name)) ? [given.join("=")] : [];
+      });
+    return [url.password, ...query].flatMap((written) => [written, decoded(written)]).filter((found) => found !== "");
+  }
+  if (Array.isArray(value)) return value.flatMap(urlCredentials);
+  if (typeof value === "object" && value !== null) return Object.values(value).flatMap(urlCredentials);
+  return [];
+}
+
+/**
  * Query parameters that carry a credential: API keys and tokens some services take in the URL,
  * and the signatures of pre-signed URLs (S3, GCS, Azure SAS), which grant access on their own.
  * Compared in lower case.
@@ -113,9 +136,14 @@ function hideQueryCredentials(url: string): string {
 }
 
 function parameterName(encoded: string): string {
+  return decoded(encoded).toLowerCase();
+}
+
+/** A URL part as it reads decoded (as written when it does not decode). */
+function decoded(encoded: string): string {
   try {
-    return decodeURIComponent(encoded.replace(/\+/g, " ")).toLowerCase();
+    return decodeURIComponent(encoded.replace(/\+/g, " "));
   } catch {
-    return encoded.toLowerCase();
+    return encoded;
   }
 }

@@ -1,7 +1,9 @@
 import * as z from "zod";
 import { actionNamed } from "../auth/actions.ts";
+import { pythonRegex } from "../auth/python-regex.ts";
+import { approvalListsConflict } from "../mcp/approval-policy.ts";
 import { AgentCardConfigSchema } from "./agent-card.ts";
-import { parseInterval } from "./interval.ts";
+import { intervalSeconds, wholePositive } from "./interval.ts";
 import { secret } from "./secrets.ts";
 
 // workerd forbids eval/new Function. zod decides per object schema, when the schema is built,
@@ -24,9 +26,17 @@ const numeric = <T extends z.ZodNumber>(schema: T) =>
     schema,
   );
 
-/** Likewise for switches: `${env.NAME}` yields "true" or "false". */
+/**
+ * Switches take what the original's pydantic takes for a boolean: true/false, the words it reads
+ * as either (any case; also what a `${env.NAME}` reference yields) and 1/0.
+ */
+const PYDANTIC_BOOLEAN_WORDS = { truthy: ["true", "1", "yes", "on", "y", "t"], falsy: ["false", "0", "no", "off", "n", "f"], case: "insensitive" as const };
+const booleanWords = z.stringbool(PYDANTIC_BOOLEAN_WORDS);
 const flag = () =>
-  z.preprocess((value) => (value === "true" ? true : value === "false" ? false : value), z.boolean());
+  z.preprocess(
+    (value) => (typeof value === "string" ? (booleanWords.safeParse(value).data ?? value) : value === 0 || value === 1 ? value === 1 : value),
+    z.boolean({ error: "expected a boolean (true/false, yes/no, on/off, 1/0)" }),
+  );
 
 const int = (min: number) => numeric(z.number().int().min(min));
 const seconds = () => numeric(z.number().positive());
@@ -131,19 +141,20 @@ const CACHE_TYPES = ["noop", "memory", "sqlite", "postgres"] as const;
 
 export const ConversationCacheSchema = z
   .strictObject({
-    type: z.enum(CACHE_TYPES),
+    // As in the original, no type and no backend is a valid (empty) section.
+    type: z.enum(CACHE_TYPES).optional(),
     memory: z.strictObject({ max_entries: int(1).default(1000) }).optional(),
     sqlite: SqliteSchema.optional(),
     postgres: PostgresSchema.optional(),
   })
   .superRefine((cache, ctx) => {
-    if ((cache.type === "sqlite" || cache.type === "postgres") && cache[cache.type] === undefined) {
+    if (cache.type !== undefined && cache.type !== "noop" && cache[cache.type] === undefined) {
       ctx.addIssue({ code: "custom", message: `required when type is ${cache.type}`, path: [cache.type] });
     }
     // A section for a type that is not selected is almost always a half-finished edit.
     for (const other of ["memory", "sqlite", "postgres"] as const) {
       if (other !== cache.type && cache[other] !== undefined) {
-        ctx.addIssue({ code: "custom", message: `not used when type is ${cache.type}`, path: [other] });
+        ctx.addIssue({ code: "custom", message: cache.type === undefined ? "type: required when a cache backend is configured" : `not used when type is ${cache.type}`, path: [other] });
       }
     }
   });
@@ -177,6 +188,11 @@ export const ServiceSchema = z.strictObject({
       allow_credentials: flag().default(false),
       allow_methods: z.array(nonEmpty()).default(["*"]),
       allow_headers: z.array(nonEmpty()).default(["*"]),
+    })
+    // Browsers refuse credentials with a wildcard origin; the original refuses the setting (its words).
+    .refine((cors) => !(cors.allow_credentials && cors.allow_origins.includes("*")), {
+      message: "Invalid CORS configuration: allow_credentials can not be set to true when allow origins contains the '*' wildcard.",
+      path: ["allow_credentials"],
     })
     .prefault({}),
 });
@@ -315,27 +331,28 @@ export const AUTH_MODULES = [
 const CLUSTER_MODULES: ReadonlySet<string> = new Set(["k8s", "trusted-proxy"]);
 
 // A role rule compares the LIST of values its JSONPath selects, as the original system does (see
-// worker/auth/role-rules.ts). A value that this comparison can never satisfy is refused here: such
-// a rule would never grant its roles, or, negated, grant them to everyone.
+// worker/auth/role-rules.ts). Values of a shape the original loads but that never match load too
+// (the load warns, worker/auth/role-rules.ts roleRuleWarnings); shapes it cannot compare at all are
+// refused here. `match` patterns are Python's, checked as the matcher compiles them.
 export const RoleRuleSchema = z
   .strictObject({
-    jsonpath: z.string().startsWith("$", 'must start with "$"'),
+    // jsonpath_ng reads a path without "$" from the root; so does the matcher.
+    jsonpath: nonEmpty(),
     operator: z.enum(["equals", "contains", "in", "match"]),
     negate: flag().default(false),
     value: z.json(),
     roles: z
       .array(nonEmpty().refine((role) => role !== "*", '"*" cannot be granted by a rule'))
-      .min(1, "must list at least one role"),
+      .min(1, "must list at least one role")
+      // The original refuses a role listed twice.
+      .superRefine((roles, ctx) => {
+        roles.forEach((role, index) => {
+          if (roles.indexOf(role) < index) ctx.addIssue({ code: "custom", message: `duplicate role "${role}"`, path: [index] });
+        });
+      }),
   })
   .superRefine((rule, ctx) => {
-    if (rule.operator === "equals" && !Array.isArray(rule.value)) {
-      ctx.addIssue({
-        code: "custom",
-        message: 'must be a list for operator "equals": it is compared with the list of values the path selects (write [x], not x)',
-        path: ["value"],
-      });
-    }
-    if (rule.operator === "in" && !(Array.isArray(rule.value) && rule.value.every(Array.isArray))) {
+    if (rule.operator === "in" && !Array.isArray(rule.value)) {
       ctx.addIssue({
         code: "custom",
         message: 'must be a list of lists for operator "in": the list of values the path selects must equal one of them (write [[x], [y]])',
@@ -346,11 +363,8 @@ export const RoleRuleSchema = z
       if (typeof rule.value !== "string") {
         ctx.addIssue({ code: "custom", message: 'must be a regular expression for operator "match"', path: ["value"] });
       } else {
-        try {
-          new RegExp(rule.value);
-        } catch {
-          ctx.addIssue({ code: "custom", message: "invalid regular expression", path: ["value"] });
-        }
+        const compiled = pythonRegex(rule.value);
+        if (!compiled.ok) ctx.addIssue({ code: "custom", message: compiled.problem, path: ["value"] });
       }
     }
   });
@@ -375,7 +389,8 @@ export const RhIdentityConfigSchema = z.strictObject({
 });
 
 export const TrustedProxyConfigSchema = z.strictObject({
-  user_header: nonEmpty().default("x-forwarded-user"),
+  // The original system's spelling: causes and /v1/config show it as configured.
+  user_header: nonEmpty().default("X-Forwarded-User"),
   // null, omitted or empty: every account with a valid token may assert identities.
   allowed_service_accounts: z
     .array(z.strictObject({ namespace: nonEmpty(), name: nonEmpty() }))
@@ -411,6 +426,13 @@ export const AuthenticationSchema = z
     }
     if (auth.module === "api-key-token" && auth.api_key_config === undefined) {
       ctx.addIssue({ code: "custom", message: "required when module is api-key-token", path: ["api_key_config"] });
+    }
+    // The original requires these sections too ({} takes every default).
+    if (auth.module === "rh-identity" && auth.rh_identity_config === undefined) {
+      ctx.addIssue({ code: "custom", message: "required when module is rh-identity", path: ["rh_identity_config"] });
+    }
+    if (auth.module === "trusted-proxy" && auth.trusted_proxy_config === undefined) {
+      ctx.addIssue({ code: "custom", message: "required when module is trusted-proxy", path: ["trusted_proxy_config"] });
     }
     if (CLUSTER_MODULES.has(auth.module)) {
       if (auth.k8s_cluster_api === undefined) {
@@ -483,10 +505,8 @@ const ApprovalPolicySchema = z.union([
       never: z.array(nonEmpty()).default([]),
     })
     .superRefine((policy, ctx) => {
-      const both = policy.always.filter((tool) => policy.never.includes(tool));
-      if (both.length > 0) {
-        ctx.addIssue({ code: "custom", message: `Tools cannot be in both always and never lists: {${both.map((tool) => `'${tool}'`).join(", ")}}` });
-      }
+      const conflict = approvalListsConflict(policy);
+      if (conflict) ctx.addIssue({ code: "custom", message: conflict });
     }),
 ]);
 
@@ -497,7 +517,23 @@ export const McpServerSchema = z.strictObject({
   // Values are one of the words kubernetes, client, oauth, or where the credential is: a file shipped
   // with the deployment, or the credential itself through a `${env.NAME}` reference (a secret).
   authorization_headers: z.record(nonEmpty(), z.union([z.enum(MCP_CREDENTIAL_KEYWORDS), secret()])).default({}),
-  headers: z.array(nonEmpty()).default([]),
+  // Header names are case-insensitive; the original refuses one listed twice in any case.
+  headers: z
+    .array(nonEmpty())
+    .default([])
+    .superRefine((headers, ctx) => {
+      const lower = headers.map((header) => header.toLowerCase());
+      lower.forEach((header, index) => {
+        const first = lower.indexOf(header);
+        if (first < index) {
+          ctx.addIssue({
+            code: "custom",
+            message: `duplicate header "${headers[index]}" (header names are compared ignoring case; "${headers[first]}" is listed)`,
+            path: [index],
+          });
+        }
+      });
+    }),
   require_approval: ApprovalPolicySchema.default("never"),
   timeout: seconds().optional(),
 });
@@ -548,17 +584,20 @@ export const ShieldsSchema = z
 // Quotas
 // ---------------------------------------------------------------------------------------------
 
-/** Output is the period in seconds, whatever form the operator wrote. */
+/** Output is the period in seconds, whatever form the operator wrote (PostgreSQL interval input). */
 const IntervalSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const result = parseInterval(value);
-  if (result === null) {
-    ctx.addIssue({
-      code: "custom",
-      message: 'expected a positive interval such as "1 day", "12 hours", "30 minutes" or a number of seconds',
-    });
+  const seconds = intervalSeconds(value);
+  if (seconds === null) {
+    ctx.addIssue({ code: "custom", message: 'expected a PostgreSQL interval such as "1 day", "12 hours", "1 mon", "01:00:00", "P1D" or a number of seconds' });
     return z.NEVER;
   }
-  return result;
+  const whole = wholePositive(seconds);
+  if (whole === null) {
+    const need = seconds <= 0 ? "must be longer than zero" : "must be a whole number of seconds";
+    ctx.addIssue({ code: "custom", message: `${need} (it is ${seconds} seconds)` });
+    return z.NEVER;
+  }
+  return whole;
 });
 
 export const QuotaLimiterSchema = z.strictObject({
