@@ -6,6 +6,9 @@
 import type { Message, Task } from "@a2a-js/sdk";
 import { DurableObject } from "cloudflare:workers";
 import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/domain/a2a-task.ts";
+import { a2aTranslation } from "../worker/domain/a2a-events.ts";
+import type { TurnEvent } from "../worker/domain/conversation.ts";
+import { ndjsonParser } from "../worker/domain/ndjson.ts";
 import { log } from "../worker/log.ts";
 import { CHUNKS_TABLE, dropText, keptText, textOf } from "./chunked-text.ts";
 
@@ -39,6 +42,14 @@ export class A2AContextDO extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   /** Running tasks as their latest events left them (see record). */
   private readonly running = new Map<string, Task>();
+  /**
+   * The answer's progress (text deltas, tool notices) of running tasks, as logged lines not yet
+   * written: they go into the log together with the task's next other event (its artifact, its
+   * end), so a long answer costs one write, not one per arriving delta (each a commit, on this
+   * machine's disk 0.4 ms). After a restart a running task's log lacks them; its answer is whole in
+   * its artifact.
+   */
+  private readonly progress = new Map<string, string[]>();
   /** Open streams per task, each written every event the task logs until its final one. */
   private readonly subscribers = new Map<string, Set<WritableStreamDefaultWriter<Uint8Array>>>();
 
@@ -67,6 +78,10 @@ export class A2AContextDO extends DurableObject<Env> {
       );
       CREATE INDEX IF NOT EXISTS events_by_task ON events (task_id, seq);
       ${CHUNKS_TABLE}`);
+    // A running task whose turn this object was following when it was reset (a deploy, a crash):
+    // the turn's stream went with the old instance, so the task fails now, not at its time-out.
+    const orphaned = this.sql.exec<TaskRow>("SELECT * FROM tasks WHERE request_id IS NOT NULL AND state IN ('submitted', 'working')").toArray();
+    for (const row of orphaned) this.record(row, [failedUpdate(this.ids(row), "Internal server error: the task's turn broke off")]);
   }
 
   /** The context's conversation; the first call binds `candidateId` to it. */
@@ -109,22 +124,48 @@ export class A2AContextDO extends DurableObject<Env> {
   }
 
   /**
-   * Records which turn runs the task (so cancel and time-out can interrupt it) and that the
-   * conversation now exists. False when the task ended meanwhile: the caller stops its turn.
+   * Follows the turn that answers a task: records which turn it is (so cancel and time-out can
+   * interrupt it) and that the conversation now exists, then reads the turn's events (`lines`, the
+   * NDJSON its conversation's object sends) as they come, translating and logging what arrives
+   * together as one batch. One call for the whole turn: a call per event, or per batch of them,
+   * cost the answer a round trip to this object per delta (2-3 ms each under wrangler dev, minutes
+   * for a long answer). When the task ends meanwhile (canceled, timed out), the stream is
+   * cancelled, which stops the turn; a stream that breaks off fails the task.
    */
-  async turnStarted(taskId: string, requestId: string): Promise<boolean> {
+  async followTurn(taskId: string, turn: { requestId: string; model: string; conversationId: string }, lines: ReadableStream<Uint8Array>): Promise<void> {
     this.sql.exec("UPDATE context SET conversation_started = 1");
-    const row = this.row(taskId);
-    if (!row || !ACTIVE_STATES.has(row.state as Task["status"]["state"])) return false;
-    this.sql.exec("UPDATE tasks SET request_id = ? WHERE task_id = ?", requestId, taskId);
-    return true;
+    const started = this.row(taskId);
+    if (!started || !ACTIVE_STATES.has(started.state as Task["status"]["state"])) {
+      await lines.cancel("the task has ended");
+      return;
+    }
+    this.sql.exec("UPDATE tasks SET request_id = ? WHERE task_id = ?", turn.requestId, taskId);
+    const ids = this.ids(started);
+    const translation = a2aTranslation(ids, turn);
+    const parse = ndjsonParser<TurnEvent>();
+    const reader = lines.getReader();
+    try {
+      let batch = translation.start();
+      for (;;) {
+        if (batch.length > 0 && !(await this.appendEvents(taskId, batch))) {
+          await reader.cancel("the task has ended");
+          return;
+        }
+        const next = await reader.read();
+        batch = translation.events(parse(next.done ? null : next.value));
+        if (next.done) break;
+      }
+      if (batch.length > 0) await this.appendEvents(taskId, batch);
+    } catch (error) {
+      log.error("A2A task lost its turn", error);
+    }
+    // A turn's events end with its result, which ends the task: one still running lost its turn.
+    await this.appendEvents(taskId, [failedUpdate(ids, "Internal server error: the task's turn broke off")]);
   }
 
   /**
    * Logs events of a running task, in order, and passes them to its streams (none after a final
-   * one); false once the task has ended, when none are taken. The Worker sends what arrived while
-   * its previous call was out in one call, so a far-off object costs a round trip per batch of
-   * deltas, not per delta, and the task is written once per batch.
+   * one); false once the task has ended, when none are taken.
    */
   async appendEvents(taskId: string, events: A2AEvent[]): Promise<boolean> {
     const row = this.row(taskId);
@@ -151,6 +192,7 @@ export class A2AContextDO extends DurableObject<Env> {
     const writer = channel.writable.getWriter();
     const logged = this.sql.exec<{ event: string }>("SELECT event FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq", taskId, row.first_seq);
     for (const { event } of logged) send(writer, `${textOf(this.sql, event)}\n`);
+    for (const line of this.progress.get(taskId) ?? []) send(writer, `${line}\n`);
     if (ACTIVE_STATES.has(row.state as Task["status"]["state"])) {
       let streams = this.subscribers.get(taskId);
       if (!streams) this.subscribers.set(taskId, (streams = new Set()));
@@ -189,10 +231,11 @@ export class A2AContextDO extends DurableObject<Env> {
 
   /**
    * Applies, logs and publishes events (the last of them may be final); returns the task after
-   * them. The log takes every event; the task's row is written when its state changes or an
-   * artifact arrives, not for each delta of the answer (a status update that only says more),
-   * which the running task keeps in memory: a delta costs one small row, not a rewrite of the
-   * whole task with its question. After a restart the row lacks only the latest deltas' status.
+   * them. The log takes every event (progress with the next other event, see `progress`); the
+   * task's row is written when its state changes or an artifact arrives, not for each delta of the
+   * answer (a status update that only says more), which the running task keeps in memory: a delta
+   * costs no write at all, let alone a rewrite of the whole task with its question. After a
+   * restart the row lacks only the latest deltas' status.
    */
   private record(row: TaskRow, events: A2AEvent[]): Task {
     let task = this.running.get(row.task_id) ?? this.taskOf(row);
@@ -200,8 +243,16 @@ export class A2AContextDO extends DurableObject<Env> {
     for (const event of events) {
       task = applyEvent(task, event);
       const line = JSON.stringify(event);
-      this.log(row.task_id, line);
       lines += `${line}\n`;
+      if (isProgress(event)) {
+        const progress = this.progress.get(row.task_id);
+        if (progress) progress.push(line);
+        else this.progress.set(row.task_id, [line]);
+        continue;
+      }
+      for (const earlier of this.progress.get(row.task_id) ?? []) this.log(row.task_id, earlier);
+      this.progress.delete(row.task_id);
+      this.log(row.task_id, line);
     }
     const final = events.some(isFinal);
     if (final || task.status.state !== row.state || events.some((event) => event.kind !== "status-update")) {
@@ -261,6 +312,11 @@ export class A2AContextDO extends DurableObject<Env> {
   }
 }
 
+/** An event that only says more of the answer: a status message of a task still working. */
+function isProgress(event: A2AEvent): boolean {
+  return event.kind === "status-update" && !event.final && event.status.state === "working" && event.metadata === undefined;
+}
+
 /** Writes without waiting for the reader; a reader that has gone only loses its own stream. */
 function send(writer: WritableStreamDefaultWriter<Uint8Array>, line: string): void {
   writer.write(encoder.encode(line)).catch(() => undefined);
@@ -269,7 +325,7 @@ function send(writer: WritableStreamDefaultWriter<Uint8Array>, line: string): vo
 /** The RPC surface of A2AContextDO as callers use it. */
 export type A2AContextApi = Pick<
   A2AContextDO,
-  "bindConversation" | "startTask" | "turnStarted" | "appendEvents" | "getTask" | "subscribe" | "cancelTask"
+  "bindConversation" | "startTask" | "followTurn" | "appendEvents" | "getTask" | "subscribe" | "cancelTask"
 >;
 
 /**

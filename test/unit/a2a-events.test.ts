@@ -1,7 +1,7 @@
 // The translation of a turn's events into A2A events, and the task state they produce.
 import type { Message, Task, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
-import { finalEvents, sendInBatches, turnToA2A } from "../../worker/a2a/events.ts";
+import { a2aTranslation, finalEvents, turnToA2A } from "../../worker/domain/a2a-events.ts";
 import { answerArtifact, applyEvent, statusUpdate, submittedTask, trimHistory, type A2AEvent } from "../../worker/domain/a2a-task.ts";
 import { errors } from "../../worker/errors.ts";
 import type { TurnEvent, TurnResult } from "../../worker/domain/conversation.ts";
@@ -68,6 +68,26 @@ describe("turnToA2A", () => {
     expect(events[5]).toMatchObject({ kind: "artifact-update", lastChunk: true, taskId: "task-1", contextId: "ctx-1", artifact: { parts: [{ kind: "text", text: "Hello there" }] } });
     expect(events[6]).toMatchObject({ final: true, metadata: { available_quotas: { daily: 42 } } });
   });
+
+  it("gives the deltas that arrived together as one status message, the text as it came, tool notices in their place", () => {
+    const translation = a2aTranslation(ids, { model: "scripted/parley-small", conversationId: "c".repeat(48) });
+    const events = translation.events([
+      backend({ type: "response.output_text.delta", delta: "Let me " }),
+      backend({ type: "response.output_text.delta", delta: "look." }),
+      backend({ type: "response.output_item.added", output_index: 1, item: { type: "mcp_call", name: "search", server_label: "kb" } }),
+      backend({ type: "response.output_text.delta", delta: "Found " }),
+      backend({ type: "response.output_text.delta", delta: "it" }),
+      { type: "finished", result: result({ text: "Let me look.Found it" }) },
+    ]);
+    expect(events.map((e) => (e.kind === "status-update" ? `${e.status.state}:${text(e) ?? ""}` : e.kind))).toEqual([
+      "working:Let me look.",
+      "working:Calling tool: search",
+      "working:Found it",
+      "artifact-update",
+      "completed:",
+    ]);
+    expect(translation.events([backend({ type: "response.output_text.delta", delta: "" })])).toEqual([]);
+  });
 });
 
 describe("finalEvents", () => {
@@ -122,66 +142,5 @@ describe("task state", () => {
     expect(chunked.artifacts).toHaveLength(1);
     expect(chunked.artifacts![0]!.parts).toEqual([{ kind: "text", text: "a" }, { kind: "text", text: "b" }]);
     expect(chunked.history!.at(-1)!.parts).toHaveLength(2);
-  });
-});
-
-describe("sendInBatches", () => {
-  /**
-   * sendInBatches over a stream the test writes to, once its first event (1) has gone out: the
-   * calls `send` received, each held until the test settles it.
-   */
-  async function started() {
-    const { readable, writable } = new TransformStream<number, number>();
-    const writer = writable.getWriter();
-    const calls: Array<{ batch: number[]; settle: (taken: boolean) => void }> = [];
-    let called: () => void = () => undefined;
-    const nextCall = () => new Promise<void>((resolve) => (called = resolve));
-    const send = (batch: number[]) =>
-      new Promise<boolean>((settle) => {
-        calls.push({ batch, settle });
-        called();
-      });
-    const first = nextCall();
-    const done = sendInBatches(readable, send);
-    await writer.write(1);
-    await first;
-    return { writer, calls, nextCall, done };
-  }
-
-  it("sends the first event at once and what arrives meanwhile in one batch, in order", async () => {
-    const { writer, calls, nextCall, done } = await started();
-    expect(calls.map((c) => c.batch)).toEqual([[1]]);
-    await writer.write(2);
-    await writer.write(3);
-    await writer.write(4);
-    const call = nextCall();
-    calls[0]!.settle(true);
-    await call;
-    expect(calls.map((c) => c.batch)).toEqual([[1], [2, 3, 4]]);
-    await writer.close();
-    calls[1]!.settle(true);
-    await done;
-    expect(calls).toHaveLength(2);
-  });
-
-  it("stops and cancels the events when the receiver has ended", async () => {
-    const { writer, calls, done } = await started();
-    void writer.write(2).catch(() => undefined);
-    calls[0]!.settle(false);
-    await done;
-    await expect(writer.closed).rejects.toBe("the receiver has ended");
-    expect(calls).toHaveLength(1);
-  });
-
-  it("sends what came before a failure of the events, then throws it", async () => {
-    const { writer, calls, nextCall, done } = await started();
-    await writer.write(2);
-    const second = nextCall();
-    await writer.abort(new Error("the turn broke off"));
-    calls[0]!.settle(true);
-    await second;
-    expect(calls.map((c) => c.batch)).toEqual([[1], [2]]);
-    calls[1]!.settle(true);
-    await expect(done).rejects.toThrow("the turn broke off");
   });
 });

@@ -1,6 +1,6 @@
 // The NDJSON parser a turn's events are read back with (worker/turn/turn-client.ts).
 import { describe, expect, it } from "vitest";
-import { ndjson } from "../../worker/turn/turn-client.ts";
+import { ndjson } from "../../worker/domain/ndjson.ts";
 
 async function parse(chunks: Uint8Array[]): Promise<unknown[]> {
   const values: unknown[] = [];

@@ -1,7 +1,7 @@
 // The A2A endpoints driven by the official A2A SDK client, pointed at the Worker.
 import type { AgentCard, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { A2AClient } from "@a2a-js/sdk/client";
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, callJson, echoedRequest, eventually, largestStoredValue, MAX_STORED_VALUE, readSse, testConfig, wireMode } from "./helpers.ts";
@@ -91,7 +91,7 @@ async function rpc(body: unknown, options: { accept?: string; user?: string; con
 }
 
 describe("agent card", () => {
-  it("is served at both well-known paths and GET /a2a without authentication, completed by the gateway", async () => {
+  it("is served at both well-known paths without authentication and at GET /a2a with it, completed by the gateway", async () => {
     const guarded = testConfig({
       service: { base_url: `${BASE}/` },
       customization: { agent_card_config: CARD },
@@ -99,7 +99,8 @@ describe("agent card", () => {
     });
     const cards: AgentCard[] = [];
     for (const path of ["/.well-known/agent-card.json", "/.well-known/agent.json", "/a2a"]) {
-      const { status, body } = await callJson<AgentCard>(path, { config: guarded });
+      // GET /a2a needs a2a_jsonrpc as POST /a2a does (UPSTREAM §8); test/worker/auth.test.ts checks the refusals.
+      const { status, body } = await callJson<AgentCard>(path, { config: guarded, ...(path === "/a2a" ? { token: "any-token" } : {}) });
       expect(status).toBe(200);
       cards.push(body);
     }
@@ -116,6 +117,15 @@ describe("agent card", () => {
       defaultOutputModes: ["text/plain"],
       version: expect.any(String),
     });
+  });
+
+  it("lists the main interface among configured additional ones", async () => {
+    const other = { transport: "HTTP+JSON", url: "https://other.example.com/rest" };
+    const configured = testConfig({ service: { base_url: BASE }, customization: { agent_card_config: { ...CARD, additionalInterfaces: [other] } } });
+    const { body } = await callJson<AgentCard>("/.well-known/agent-card.json", { config: configured });
+    expect(body.additionalInterfaces).toEqual([{ transport: "JSONRPC", url: `${BASE}/a2a` }, other]);
+    const listed = testConfig({ service: { base_url: BASE }, customization: { agent_card_config: { ...CARD, additionalInterfaces: [other, { transport: "JSONRPC", url: `${BASE}/a2a` }] } } });
+    expect((await callJson<AgentCard>("/.well-known/agent-card.json", { config: listed })).body.additionalInterfaces).toHaveLength(2);
   });
 
   it("uses the local address without service.base_url, and reads agent_card_path", async () => {
@@ -269,7 +279,7 @@ describe("message/send", () => {
       await a2a.sendMessage({ message: { kind: "message", messageId: crypto.randomUUID(), role: "user", parts: [{ kind: "data", data: { q: 1 } }] } }),
     ) as Task;
     expect(waiting.status.state).toBe("input-required");
-    expect(waiting.status.message?.parts[0]).toMatchObject({ kind: "text", text: expect.stringContaining("no text part") });
+    expect(waiting.status.message?.parts[0]).toMatchObject({ kind: "text", text: expect.stringContaining("no text to answer") });
 
     const answered = ok(await a2a.sendMessage({ message: userMessage("Here is the text", { taskId: waiting.id }) })) as Task;
     expect(answered.id).toBe(waiting.id);
@@ -290,6 +300,14 @@ describe("message/send", () => {
 });
 
 describe("message/stream", () => {
+  it("says working, with model and conversation, before the failure of a backend call that fails at once", async () => {
+    const a2a = await client();
+    const events = await collect(a2a.sendMessageStream({ message: userMessage("refused #status=500") }));
+    const kinds = events.map((e) => (e.kind === "status-update" ? `${e.kind}:${e.status.state}${e.final ? ":final" : ""}` : e.kind));
+    expect(kinds).toEqual(["task", "status-update:working", "status-update:failed:final"]);
+    expect(events[1]!.metadata).toMatchObject({ model: expect.stringContaining("/"), conversation_id: expect.stringMatching(/^[0-9a-f]{48}$/) });
+  });
+
   it("streams task, working with model and conversation, deltas, the artifact and the final status, in order", async () => {
     const a2a = await client();
     const events = await collect(a2a.sendMessageStream({ message: userMessage("Stream this answer") }));
@@ -412,6 +430,33 @@ describe("tasks/resubscribe, tasks/cancel, tasks/get", () => {
     expect(answerOf(next)).toBe("[user_turns=2] You said: after the cancel");
   });
 
+  it("fails a running task at once when its context object is reset mid-answer (a deploy), not at its time-out", async () => {
+    const a2a = await client({ user: "reset" });
+    const stream = a2a.sendMessageStream({ message: userMessage("a slow answer cut by a deploy #slow=40") });
+    const early = await collect(stream, (event) => statusText(event) !== undefined);
+    const task = early[0] as Task;
+    await abortAllDurableObjects();
+    await eventually(async () => expect((ok(await a2a.getTask({ id: task.id })) as Task).status.state).toBe("failed"));
+    const failed = ok(await a2a.getTask({ id: task.id })) as Task;
+    expect(failed.status.message?.parts[0]).toMatchObject({ text: "Internal server error: the task's turn broke off" });
+    expect(failed.artifacts ?? []).toEqual([]);
+    // The context goes on.
+    const next = ok(await a2a.sendMessage({ message: userMessage("after the deploy", { contextId: task.contextId }) })) as Task;
+    expect(next.status.state).toBe("completed");
+
+    // A task left running by an instance that went away with the Worker that fed it (a crash of the
+    // whole process): the next instance fails it as it starts.
+    const stub = () => env.A2A_CONTEXT.getByName(JSON.stringify(["reset", task.contextId]));
+    const orphan = { ...(next as Task), id: `${next.id.slice(0, -4)}beef`, status: { state: "working" as const } };
+    await runInDurableObject(stub(), (_instance, state) => {
+      state.storage.sql.exec("INSERT INTO tasks (task_id, state, task, request_id, deadline) VALUES (?, 'working', ?, 'a-request', ?)", orphan.id, JSON.stringify(orphan), Date.now() + 300_000);
+    });
+    await abortAllDurableObjects();
+    await runInDurableObject(stub(), (_instance, state) => {
+      expect(state.storage.sql.exec<{ state: string }>("SELECT state FROM tasks WHERE task_id = ?", orphan.id).one().state).toBe("failed");
+    });
+  });
+
   it("fails a task still running after the time-out", async () => {
     const a2a = await client({ user: "tim" });
     const stream = a2a.sendMessageStream({ message: userMessage("a slow answer that runs out of time #slow=40") });
@@ -455,6 +500,27 @@ describe("JSON-RPC errors (always HTTP 200)", () => {
     expect(noMethod.body.error.code).toBe(-32600);
     const unknown = await rpc({ jsonrpc: "2.0", id: 3, method: "tasks/explode", params: {} });
     expect(unknown).toMatchObject({ status: 200, body: { id: 3, error: { code: -32601 } } });
+    // Valid JSON that is no request object.
+    for (const body of ["42", '"text"', "null"]) expect(await rpc(body)).toMatchObject({ status: 200, body: { id: null, error: { code: -32600 } } });
+  });
+
+  it("carries out a notification (no id) and answers it with nothing", async () => {
+    const contextId = `notified-${crypto.randomUUID()}`;
+    const notify = (rpcBody: unknown) =>
+      call("/a2a", { method: "POST", body: JSON.stringify(rpcBody), headers: { "Content-Type": "application/json" }, user: "ada", config });
+    const sent = await notify({ jsonrpc: "2.0", method: "message/send", params: { message: { ...message, messageId: "n1", contextId } } });
+    expect(sent.status).toBe(204);
+    expect(await sent.text()).toBe("");
+    expect((await notify({ jsonrpc: "2.0", method: "tasks/cancel", params: { id: "no-such-task" } })).status).toBe(204);
+    // A streamed one is carried out too, Accept header or not; nobody reads its stream.
+    const streamed = await notify({ jsonrpc: "2.0", method: "message/stream", params: { message: { ...message, messageId: "n2", contextId } } });
+    expect([streamed.status, await streamed.text()]).toEqual([204, ""]);
+    // The notified messages were answered in their context: the next one is its third turn.
+    const a2a = await client();
+    await eventually(async () => {
+      const next = ok(await a2a.sendMessage({ message: userMessage("and then", { contextId }) })) as Task;
+      expect(answerOf(next)).toMatch(/^\[user_turns=[3-9]\] You said: and then$/);
+    });
   });
 
   it("-32602 invalid params through the SDK client: contextId at params level, bad message, model rules", async () => {
@@ -484,7 +550,7 @@ describe("JSON-RPC errors (always HTTP 200)", () => {
 });
 
 describe("authorization", () => {
-  it("closes POST /a2a with HTTP 403 without a2a_jsonrpc; the card and health stay open", async () => {
+  it("closes GET and POST /a2a with HTTP 403 without a2a_jsonrpc; the well-known card and health stay open", async () => {
     const closed = testConfig({
       service: { base_url: BASE },
       customization: { agent_card_config: CARD },
@@ -493,7 +559,8 @@ describe("authorization", () => {
     const a2a = await client({ config: closed });
     await expect(a2a.sendMessage({ message: userMessage("hi") })).rejects.toThrow(/403.*User does not have permission to access this endpoint/);
     await expect(collect(a2a.sendMessageStream({ message: userMessage("hi") }))).rejects.toThrow(/403/);
-    // As in the original system, /a2a/health authenticates but checks no action.
+    expect((await call("/a2a", { config: closed })).status).toBe(403);
+    // As in the original system, /a2a/health checks nothing (UPSTREAM §8).
     expect((await call("/a2a/health", { config: closed })).status).toBe(200);
   });
 

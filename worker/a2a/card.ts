@@ -36,8 +36,9 @@ export function completeCard(config: Config, card: AgentCardConfig, requestUrl: 
     description: card.description ?? "",
     version: card.version ?? SERVICE_VERSION,
     url,
-    // A2A's own default transport is JSON-RPC, the only one served here.
-    additionalInterfaces: card.additionalInterfaces ?? [{ transport: "JSONRPC", url }],
+    // A2A's own default transport is JSON-RPC, the only one served here; the list names the main
+    // interface too (A2A: it SHOULD), also when the configured one leaves it out.
+    additionalInterfaces: withMainInterface(card.additionalInterfaces ?? [], url),
     capabilities: {
       ...card.capabilities,
       // message/stream and tasks/resubscribe are always served; push notifications never are.
@@ -46,6 +47,11 @@ export function completeCard(config: Config, card: AgentCardConfig, requestUrl: 
     },
     ...(securitySchemes ? { securitySchemes: securitySchemes as Record<string, SecurityScheme> } : {}),
   };
+}
+
+function withMainInterface(interfaces: NonNullable<AgentCard["additionalInterfaces"]>, url: string): NonNullable<AgentCard["additionalInterfaces"]> {
+  const listed = interfaces.some((entry) => entry.transport === "JSONRPC" && entry.url === url);
+  return listed ? interfaces : [{ transport: "JSONRPC", url }, ...interfaces];
 }
 
 /**

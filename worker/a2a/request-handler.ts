@@ -24,7 +24,8 @@ import { newConversationId } from "../turn/conversation-id.ts";
 import type { TurnPlan } from "../domain/conversation.ts";
 import { chooseModel } from "../turn/models.ts";
 import { planTurn, type PlanContext } from "../turn/plan.ts";
-import { ndjson, startTurn, type StartedTurn } from "../turn/turn-client.ts";
+import { startTurn, type StartedTurn } from "../turn/turn-client.ts";
+import { ndjson } from "../domain/ndjson.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
 import { userMessage } from "../turn/attachments.ts";
@@ -32,7 +33,6 @@ import { contextStub, type A2AContextApi } from "../../durable-objects/a2a-conte
 import { AgentCardConfigSchema } from "../config/agent-card.ts";
 import { agentCard, completeCard } from "./card.ts";
 import { toA2AError } from "./errors.ts";
-import { sendInBatches, turnToA2A } from "./events.ts";
 import { parseSendParams, parseTaskId, parseTaskQuery, type SendRequest } from "./params.ts";
 import { contextOfTask, newTaskId } from "./task-id.ts";
 import { failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
@@ -178,11 +178,11 @@ export class GatewayRequestHandler implements A2ARequestHandler {
     }
 
     if (!turn) {
-      const prompt = "The message has no text part: please send your question as a text part.";
+      const prompt = "The message has no text to answer: please send your question as a text part.";
       await stub.appendEvents(ids.taskId, [statusUpdate(ids, "input-required", { message: prompt, final: true })]);
       return { stub, task: opened.task, done: Promise.resolve() };
     }
-    const done = runTask(env, stub, ids, turn);
+    const done = runTask(env, stub, ids, turn, this.deps.rt);
     this.deps.waitUntil(done);
     return { stub, task: opened.task, done };
   }
@@ -236,27 +236,38 @@ function taskIds(request: SendRequest): TaskIds {
  * the task. Runs to the end even when the client that sent the message has gone (the task can be
  * resubscribed); stops the turn when the DO says the task has ended (canceled, timed out).
  */
-export async function runTask(env: Env, stub: A2AContextApi, ids: TaskIds, plan: TurnPlan): Promise<void> {
+export async function runTask(env: Env, stub: A2AContextApi, ids: TaskIds, plan: TurnPlan, rt: Runtime): Promise<void> {
   let turn: StartedTurn;
   try {
     turn = await startTurn(env, plan);
   } catch (error) {
     const failure = error instanceof ApiError ? error : errors.internal();
     if (failure !== error) log.error("A2A task could not start its turn", error);
-    await stub.appendEvents(ids.taskId, [failedUpdate(ids, `${failure.response}: ${failure.cause}`, { status_code: failure.status })]);
+    // SPEC: working once the backend call starts, also when it fails at once.
+    const working = statusUpdate(ids, "working", { metadata: { model: await intendedModel(rt, plan), conversation_id: plan.conversationId } });
+    await stub.appendEvents(ids.taskId, [working, failedUpdate(ids, `${failure.response}: ${failure.cause}`, { status_code: failure.status })]);
     return;
   }
+  const { requestId, model, conversationId } = turn.head;
   try {
-    if (!(await stub.turnStarted(ids.taskId, turn.head.requestId))) {
-      await turn.events.cancel("the task has ended");
-      return;
-    }
-    const events = turn.events.pipeThrough(turnToA2A(ids, { model: turn.head.model.identifier, conversationId: turn.head.conversationId }));
-    // Stopping early cancels the turn's stream, which makes the engine abort the backend call.
-    await sendInBatches(events, (batch) => stub.appendEvents(ids.taskId, batch));
+    // The turn's events go to the task's context object as they come, in one call.
+    await stub.followTurn(ids.taskId, { requestId, model: model.identifier, conversationId }, turn.lines);
   } catch (error) {
+    // The object was reset mid-answer (a deploy): the task fails now rather than at its time-out.
     log.error("A2A task lost its turn", error);
     await stub.appendEvents(ids.taskId, [failedUpdate(ids, "Internal server error: the task's turn broke off")]).catch(() => undefined);
+  }
+}
+
+/**
+ * The model a turn that failed before it began was for: the one its message named or the default
+ * (as the turn chose, without the conversation's last one); null when the models cannot be listed.
+ */
+async function intendedModel(rt: Runtime, plan: TurnPlan): Promise<string | null> {
+  try {
+    return (await chooseModel(rt, plan.model, null)).model.identifier;
+  } catch {
+    return null;
   }
 }
 

@@ -1,6 +1,7 @@
-// The A2A endpoints: the agent card (unauthenticated: it is how clients learn how to authenticate),
-// the JSON-RPC endpoint and its health. JSON-RPC framing is the SDK's JsonRpcTransportHandler; the
-// methods are GatewayRequestHandler's.
+// The A2A endpoints: the agent card (unauthenticated at the well-known paths: it is how clients
+// learn how to authenticate; at GET /a2a behind a2a_jsonrpc, as the original system has it), the
+// JSON-RPC endpoint and its health (public, as the original's). JSON-RPC framing is the SDK's
+// JsonRpcTransportHandler; the methods are GatewayRequestHandler's.
 import type { JSONRPCErrorResponse, JSONRPCResponse } from "@a2a-js/sdk";
 import { A2AError, JsonRpcTransportHandler } from "@a2a-js/sdk/server";
 import { Hono, type Context } from "hono";
@@ -18,11 +19,14 @@ import { planContext, sse, turnBodyLimit } from "./streams.ts";
 
 export const a2a = new Hono<AppEnv>();
 
-for (const path of ["/.well-known/agent-card.json", "/.well-known/agent.json", A2A_PATH]) {
+for (const path of ["/.well-known/agent-card.json", "/.well-known/agent.json"]) {
   a2a.get(path, (c) => c.json(agentCard(c.get("rt"), c.req.url)));
 }
+// UPSTREAM §8: a2a_jsonrpc guards GET and POST /a2a alike.
+a2a.get(A2A_PATH, guard(ACTIONS.a2a), (c) => c.json(agentCard(c.get("rt"), c.req.url)));
 
-a2a.get(`${A2A_PATH}/health`, guard(null, "health_probes"), (c) =>
+// Says nothing about any user or conversation; public in the original system (UPSTREAM §8).
+a2a.get(`${A2A_PATH}/health`, (c) =>
   c.json({
     status: "healthy",
     service: "parley-a2a",
@@ -46,16 +50,24 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
     return c.json({ jsonrpc: "2.0", id: null, error: A2AError.parseError(error.cause).toJSONRPCError() } satisfies JSONRPCErrorResponse);
   }
   let body: unknown = text;
+  let parsed = false;
   try {
     body = JSON.parse(text);
+    parsed = true;
   } catch {
     // The transport answers unparseable bodies with -32700 itself.
   }
   const envelope = body && typeof body === "object" ? (body as { id?: unknown; method?: unknown }) : {};
   const id = typeof envelope.id === "string" || typeof envelope.id === "number" ? envelope.id : null;
+  // JSON that is not a request object is an invalid request (-32600), not a parse error.
+  if (parsed && (body === null || typeof body !== "object")) {
+    return c.json({ jsonrpc: "2.0", id: null, error: A2AError.invalidRequest("The request must be a JSON-RPC request object.").toJSONRPCError() } satisfies JSONRPCErrorResponse);
+  }
+  // A notification (no id) gets no answer (JSON-RPC 2.0): it is carried out, and the HTTP answer is empty.
+  const notification = parsed && !Array.isArray(body) && !("id" in envelope) && typeof envelope.method === "string";
   const deep = tooDeep(body);
   if (deep) return c.json({ jsonrpc: "2.0", id, error: A2AError.invalidRequest(deep).toJSONRPCError() } satisfies JSONRPCErrorResponse);
-  if (typeof envelope.method === "string" && STREAMING_METHODS.has(envelope.method) && !acceptsEventStream(c)) {
+  if (!notification && typeof envelope.method === "string" && STREAMING_METHODS.has(envelope.method) && !acceptsEventStream(c)) {
     const error = A2AError.invalidRequest(`${envelope.method} streams its answer: send the header Accept: text/event-stream`);
     return c.json({ jsonrpc: "2.0", id, error: error.toJSONRPCError() } satisfies JSONRPCErrorResponse);
   }
@@ -70,6 +82,12 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
     waitUntil: (promise) => c.executionCtx.waitUntil(promise),
   });
   const result = await new JsonRpcTransportHandler(handler).handle(body);
+  if (notification) {
+    // A stream nobody will read is started (its first event opens the task), then no longer
+    // followed: the task runs on, as for a client that left.
+    if (Symbol.asyncIterator in result) await result.next().finally(() => result.return(undefined));
+    return c.body(null, 204);
+  }
   if (Symbol.asyncIterator in result) return sse((await eventStream(result, id)).pipeThrough(new TextEncoderStream()));
   return c.json(result);
 });
