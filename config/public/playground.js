@@ -356,18 +356,16 @@ async function answerApproval(id, approve, reason) {
     const item = { type: "mcp_approval_response", approval_request_id: id, approve, ...(reason ? { reason } : {}) };
     const response = await api("v1/responses", { method: "POST", body: { conversation: state.conversationId, input: [item] } });
     const body = await response.json();
+    // A responses answer leaves out the server's own MCP lists and calls (UPSTREAM "MCP"); the
+    // conversation's record of the turn has them, as the query endpoints show them.
+    const detail = await (await api(`v1/conversations/${encodeURIComponent(state.conversationId)}`)).json();
+    const turn = detail.chat_history.at(-1);
     const message = addAssistantMessage();
     message.lead(`${approve ? "Approved" : "Denied"} ${id}${reason ? `: ${reason}` : ""}`);
+    for (const call of turn?.tool_calls ?? []) message.toolCall(call);
+    for (const result of turn?.tool_results ?? []) message.toolResult(result);
     for (const output of body.output ?? []) {
-      if (output.type === "mcp_call") {
-        const args = safeJson(output.arguments);
-        message.toolCall({ id: output.id, name: output.name, args: { ...args, server_label: output.server_label }, type: "tool_call" });
-        message.toolResult({ id: output.id, status: output.error ? "failure" : "success", content: String(output.error ?? output.output ?? ""), type: "tool_result" });
-      } else if (output.type === "mcp_approval_request") {
-        message.toolCall({ id: output.id, name: output.name, args: { ...safeJson(output.arguments), server_label: output.server_label }, type: "mcp_approval_request" });
-      } else if (output.type === "file_search_call") {
-        message.chunks(fileSearchChunks(JSON.stringify(output.results ?? [])));
-      }
+      if (output.type === "file_search_call") message.chunks(fileSearchChunks(JSON.stringify(output.results ?? [])));
     }
     message.setText(body.output_text ?? "");
     message.finish({ model: body.model, inputTokens: body.usage?.input_tokens, outputTokens: body.usage?.output_tokens });
@@ -375,15 +373,6 @@ async function answerApproval(id, approve, reason) {
     refreshConversations(state.conversationId);
   } finally {
     setBusy(false);
-  }
-}
-
-function safeJson(text) {
-  try {
-    const value = JSON.parse(text);
-    return value && typeof value === "object" && !Array.isArray(value) ? value : { value };
-  } catch {
-    return { raw: String(text ?? "") };
   }
 }
 

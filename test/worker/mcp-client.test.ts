@@ -2,10 +2,10 @@
 // test/fakes/mcp-server.ts: calls, failures, the timeout, the output cap, sessions and the cache.
 // These are the functions the turn's tool loop uses.
 import { env } from "cloudflare:workers";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
 import { ConfigSchema } from "../../worker/config/schema.ts";
 import { callTool, clearToolListCache, listTools, type McpTarget } from "../../worker/mcp/client.ts";
-import { MCP_OUTPUT_LIMIT_BYTES } from "../../worker/mcp/defaults.ts";
+import { MCP_OUTPUT_LIMIT_BYTES, MCP_TOOL_LIST_FAILURE_TTL_SECONDS } from "../../worker/mcp/defaults.ts";
 import { probeMcpAuth } from "../../worker/mcp/oauth-probe.ts";
 import { requestMcpServers } from "../../worker/mcp/servers.ts";
 import { mcpServersStore } from "../../worker/storage/mcp-servers-store.ts";
@@ -147,7 +147,7 @@ describe("listTools", () => {
     const again = await listTools(withToken);
     expect(again.ok && again.tools.some((tool) => tool.name === "whoami")).toBe(true);
     expect((await stats(name)).list).toBe(1);
-    // Other credentials are another entry: refused here, and a failure is not cached.
+    // Other credentials are another entry: refused here.
     expect((await listTools(target({ url, headers: { Authorization: "Bearer other" } }))).ok).toBe(false);
     // A caller changing what it got does not change the cache.
     if (again.ok) again.tools.length = 0;
@@ -156,6 +156,24 @@ describe("listTools", () => {
     clearToolListCache();
     await listTools(withToken);
     expect((await stats(name)).list).toBe(2);
+  });
+
+  it("remembers a failed listing for a shorter time; then one caller tries again while the others go on at once", async () => {
+    const hung = target({ url: `${fake.base}/hang/${label("again")}/mcp`, timeoutMs: 300 });
+    const quick = (listing: Promise<unknown>) => Promise.race([listing.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 150))]);
+    expect((await listTools(hung)).ok).toBe(false);
+    expect(await quick(listTools(hung))).toBe(true);
+    const now = Date.now();
+    const later = vi.spyOn(Date, "now").mockReturnValue(now + MCP_TOOL_LIST_FAILURE_TTL_SECONDS * 1000 + 1);
+    try {
+      const retry = listTools(hung);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await quick(listTools(hung))).toBe(true);
+      expect(await quick(retry)).toBe(false);
+      expect(await retry).toMatchObject({ ok: false });
+    } finally {
+      later.mockRestore();
+    }
   });
 
   it("a server that is down or hangs is a failed listing, never a throw", async () => {

@@ -6,7 +6,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
 import worker from "../../worker/index.ts";
-import { type CallOptions, call, callJson, echoedRequest, readSse, testConfig } from "./helpers.ts";
+import { type CallOptions, call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const fake = inject("mcp");
 const label = (prefix: string) => `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
@@ -24,13 +24,15 @@ const configWith = (servers: unknown[], extra: Record<string, unknown> = {}) =>
 const respond = (json: Record<string, unknown>, options: CallOptions = {}) => callJson<ResponsesBody>("/v1/responses", { user: "olivia", ...options, json });
 const ask = (json: Record<string, unknown>, options: CallOptions = {}) => callJson<QueryBody>("/v1/query", { user: "olivia", ...options, json });
 const ofType = (output: Item[], type: string) => output.filter((item) => item.type === type);
+/** A client's own `mcp` tool: unlike the server's own, its lists and calls are shown in /v1/responses output. */
+const ownTool = (server: string, name: string) => ({ type: "mcp", server_label: server, server_url: url("s", name), require_approval: "never" });
 const approve = (id: string, approveIt = true, reason?: string) => ({ type: "mcp_approval_response", approval_request_id: id, approve: approveIt, ...(reason ? { reason } : {}) });
 
 describe("tools in a turn", () => {
   it("lists the server's tools, runs the call the model makes and hands the result back", async () => {
     const name = label("run");
-    const config = configWith([{ name: "public", url: url("s", name) }]);
-    const { status, body } = await respond({ input: 'say it #call-tool:echo:{"text":"ping-42"} #echo-request' }, { config });
+    const config = configWith([]);
+    const { status, body } = await respond({ input: 'say it #call-tool:echo:{"text":"ping-42"} #echo-request', tools: [ownTool("public", name)] }, { config });
     expect(status).toBe(200);
     expect(body.status).toBe("completed");
     const [list] = ofType(body.output, "mcp_list_tools");
@@ -92,17 +94,34 @@ describe("tools in a turn", () => {
     expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
   });
 
+  it("a JSON answer shows what the stream shows: the server's own MCP lists and calls stripped, its approval requests kept", async () => {
+    const config = configWith([
+      { name: "public", url: url("s", label("strip")) },
+      { name: "down", url: fake.downUrl },
+      { name: "gated", url: url("s", label("strip-gated")), require_approval: "always" },
+    ]);
+    const input = 'hello #call-tool:public__add:{"a":1,"b":2} #call-tool:gated__echo:{"text":"g"}';
+    const json = await respond({ input }, { config });
+    expect(json.status).toBe(200);
+    expect(json.body.output.map((item) => item.type)).toEqual(["message", "mcp_approval_request"]);
+    expect(JSON.stringify(json.body)).not.toContain("failed while listing");
+    const stream = await call("/v1/responses", { user: "olivia", config, json: { input, stream: true } });
+    const completed = (await readSse(stream)).map((e) => e.data as Record<string, unknown>).find((e) => e.type === "response.completed")!;
+    expect((completed.response as { output: Item[] }).output.map((item) => item.type)).toEqual(json.body.output.map((item) => item.type));
+  });
+
   it("stops at max_infer_iters and max_tool_calls, reporting the calls it did not run", async () => {
     const name = label("limits");
     const config = configWith([{ name: "public", url: url("s", name) }]);
-    const once = await respond({ input: 'loop #keep-calling #call-tool:echo:{"text":"again"}', max_infer_iters: 3 }, { config });
+    const tools = [ownTool("public", name)];
+    const once = await respond({ input: 'loop #keep-calling #call-tool:echo:{"text":"again"}', max_infer_iters: 3, tools }, { config });
     expect(once.status).toBe(200);
     const loopCalls = ofType(once.body.output, "mcp_call");
     expect(loopCalls.map((c) => c.status)).toEqual(["completed", "completed", "failed"]);
     expect(loopCalls[2]!.error).toContain("max_infer_iters");
     expect(await calls(name)).toBe(2);
 
-    const capped = await respond({ input: 'two #call-tool:echo:{"text":"1"} #call-tool:echo:{"text":"2"}', max_tool_calls: 1 }, { config });
+    const capped = await respond({ input: 'two #call-tool:echo:{"text":"1"} #call-tool:echo:{"text":"2"}', max_tool_calls: 1, tools }, { config });
     const cappedCalls = ofType(capped.body.output, "mcp_call");
     expect(cappedCalls.map((c) => c.status)).toEqual(["completed", "failed"]);
     expect(cappedCalls[1]!.error).toContain("max_tool_calls");
@@ -118,20 +137,72 @@ describe("tools in a turn", () => {
       { name: "public", url: url("s", label("faults")), timeout: 1 },
       { name: "gone", url: fake.downUrl },
     ]);
-    const { status, body } = await respond(
-      { input: 'faults #call-tool:fail:{"message":"no"} #call-tool:sleep:{"ms":3000} #call-tool:big:{"bytes":70000}' },
-      { config },
-    );
+    // On the query endpoints, which show the server's own tools' activity.
+    const { status, body } = await ask({ query: 'faults #call-tool:fail:{"message":"no"} #call-tool:sleep:{"ms":3000} #call-tool:big:{"bytes":70000}' }, { config });
     expect(status).toBe(200);
-    const gone = ofType(body.output, "mcp_list_tools").find((list) => list.server_label === "gone")!;
-    expect(gone.error).toBeTruthy();
-    const [failed, slow, big] = ofType(body.output, "mcp_call");
-    expect(failed).toMatchObject({ status: "failed", error: "no" });
-    expect(slow).toMatchObject({ status: "failed" });
-    expect(String(slow!.error)).toContain("did not finish");
-    expect(big!.status).toBe("completed");
-    expect(String(big!.output).length).toBeLessThan(70_000);
-    expect(String(big!.output)).toContain("output truncated");
+    const resultOf = (toolCall: Item | undefined) => body.tool_results.find((result) => result.id === toolCall?.id)!;
+    const gone = body.tool_calls.find((toolCall) => toolCall.name === "mcp_list_tools" && (toolCall.args as Item).server_label === "gone");
+    expect(resultOf(gone).status).toBe("failure");
+    const [failed, slow, big] = ["fail", "sleep", "big"].map((name) => resultOf(body.tool_calls.find((toolCall) => toolCall.name === name)));
+    expect(failed).toMatchObject({ status: "failure", content: "no" });
+    expect(slow).toMatchObject({ status: "failure" });
+    expect(String(slow!.content)).toContain("did not finish");
+    expect(big!.status).toBe("success");
+    expect(String(big!.content).length).toBeLessThan(70_000);
+    expect(String(big!.content)).toContain("output truncated");
+  });
+
+  it("a hung server costs one wait, not one per request: its failed listing is remembered for a while", async () => {
+    const config = configWith([{ name: "stuck", url: url("hang", label("stuck")), timeout: 1 }]);
+    const timed = async (run: () => Promise<{ status: number }>) => {
+      const started = Date.now();
+      const { status } = await run();
+      return { status, ms: Date.now() - started };
+    };
+    const first = await timed(() => ask({ query: "plain" }, { config }));
+    expect(first.status).toBe(200);
+    expect(first.ms).toBeGreaterThanOrEqual(900);
+    // Every later request, of any endpoint, goes on without the server at once.
+    const again = await timed(() => ask({ query: "plain" }, { config }));
+    expect(again).toMatchObject({ status: 200 });
+    expect(again.ms).toBeLessThan(500);
+    const streamed = await timed(async () => {
+      const response = await call("/v1/responses", { user: "olivia", config, json: { input: "plain", stream: true } });
+      await readSse(response);
+      return response;
+    });
+    expect(streamed.ms).toBeLessThan(500);
+  });
+
+  it("tool_choice mcp without a name forces one of that server's tools only; an unknown server or tool is a 422", async () => {
+    const config = configWith([]);
+    const tools = ["c1", "c2"].map((server) => ({ type: "mcp", server_label: server, server_url: url("s", label(server)), require_approval: "never" }));
+    const asked = await respond({ input: "x #echo-request", tools, tool_choice: { type: "mcp", server_label: "c1" } }, { config });
+    expect(asked.status).toBe(200);
+    const seen = echoedRequest(asked.body.output_text);
+    const offered = (seen.tools as Array<{ name: string }>).map((tool) => tool.name);
+    const ofC1 = offered.filter((name) => name.startsWith("c1__"));
+    expect(ofC1.length).toBeGreaterThan(0);
+    if (wireMode() === "chat") {
+      // Chat Completions narrows the tools themselves (chat-request.ts): only c1's go, one of them required.
+      expect(ofC1).toEqual(offered);
+      expect(seen.tool_choice).toBe("required");
+    } else {
+      expect(offered.some((name) => name.startsWith("c2__"))).toBe(true);
+      expect(seen.tool_choice).toEqual({ type: "allowed_tools", mode: "required", tools: ofC1.map((name) => ({ type: "function", name })) });
+    }
+
+    const named = await respond({ input: "x #echo-request", tools, tool_choice: { type: "mcp", server_label: "c1", name: "echo" } }, { config });
+    expect(echoedRequest(named.body.output_text).tool_choice).toEqual(
+      wireMode() === "chat" ? { type: "function", function: { name: "c1__echo" } } : { type: "function", name: "c1__echo" },
+    );
+
+    const unknownServer = await respond({ input: "x", tools, tool_choice: { type: "mcp", server_label: "zz" } }, { config });
+    expect(unknownServer.status).toBe(422);
+    expect(unknownServer.body.detail!.cause).toContain("'zz'");
+    const unknownTool = await respond({ input: "x", tools, tool_choice: { type: "mcp", server_label: "c1", name: "nope" } }, { config });
+    expect(unknownTool.status).toBe(422);
+    expect(unknownTool.body.detail!.cause).toContain("'nope'");
   });
 
   it("says which tool it calls on A2A", async () => {
@@ -162,15 +233,15 @@ describe("credentials of the turn's servers", () => {
     expect(byToken.body.tool_results.find((r) => r.content === "authorized")).toBeTruthy();
 
     const client = configWith([{ name: "by-client", url: url("auth", label("client")), authorization_headers: { Authorization: "client" } }]);
-    const withHeaders = await respond(
-      { input: "who #call-tool:whoami" },
+    const withHeaders = await ask(
+      { query: "who #call-tool:whoami" },
       { config: client, headers: { "MCP-HEADERS": JSON.stringify({ "by-client": { Authorization: `Bearer ${fake.token}` } }) } },
     );
-    expect(ofType(withHeaders.body.output, "mcp_call")[0]).toMatchObject({ output: "authorized" });
+    expect(withHeaders.body.tool_results.find((r) => r.content === "authorized")).toBeTruthy();
     // Without its credential the server is left out of the turn: no tools, and the answer goes on.
-    const without = await respond({ input: "who #call-tool:whoami" }, { config: client });
+    const without = await ask({ query: "who #call-tool:whoami" }, { config: client });
     expect(without.status).toBe(200);
-    expect(ofType(without.body.output, "mcp_list_tools")).toEqual([]);
+    expect(without.body.tool_calls.filter((c) => c.name === "mcp_list_tools")).toEqual([]);
 
     const oauth = configWith([{ name: "by-oauth", url: url("auth", label("oauth")), authorization_headers: { Authorization: "oauth" } }]);
     for (const path of ["/v1/query", "/v1/streaming_query", "/v1/responses"]) {
@@ -243,8 +314,8 @@ describe("approvals", () => {
 
     const second = await respond({ previous_response_id: first.body.id, input: [approve(String(request!.id))] }, { config });
     expect(second.status).toBe(200);
-    const [ran] = ofType(second.body.output, "mcp_call");
-    expect(ran).toMatchObject({ name: "echo", output: "approved-run", approval_request_id: request!.id, status: "completed" });
+    // The server's own call is not shown (only its approval request is); the model got its result.
+    expect(ofType(second.body.output, "mcp_call")).toEqual([]);
     const seen = echoedRequest(second.body.output_text);
     expect(seen.input.find((item) => item.type === "function_call_output")).toMatchObject({ output: "approved-run" });
     expect(await calls(name)).toBe(1);
@@ -317,7 +388,7 @@ describe("approvals", () => {
   it("an approved call whose turn then failed is not run again when the answer is sent again: its result is reused", async () => {
     const name = label("retry");
     const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"kept-result"}' }, { config });
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"kept-result"} #echo-request' }, { config });
     const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
     // The call runs, then the model fails: nothing was answered, so the approval is not used up.
     const failed = await respond({ previous_response_id: first.body.id, input: [approve(id), { role: "user", content: "go on #fail-midstream" }] }, { config });
@@ -325,14 +396,77 @@ describe("approvals", () => {
     expect(await calls(name)).toBe(1);
     const retried = await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config });
     expect(retried.status).toBe(200);
-    expect(ofType(retried.body.output, "mcp_call")[0]).toMatchObject({ output: "kept-result", approval_request_id: id });
+    expect(echoedRequest(retried.body.output_text).input.find((item) => item.type === "function_call_output")).toMatchObject({ output: "kept-result" });
     expect(await calls(name)).toBe(1);
+  });
+
+  it("an approval sent by a request that cannot reach its server is refused and stays usable", async () => {
+    const name = label("unavailable");
+    const config = configWith([]);
+    const own = { type: "mcp", server_label: "c1", server_url: url("s", name), require_approval: "always" };
+    const first = await respond({ input: 'x #call-tool:echo:{"text":"kept-approval"}', tools: [own] }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const without = await respond({ previous_response_id: first.body.id, input: [approve(id)], tools: [] }, { config });
+    expect(without.status).toBe(422);
+    expect(without.body.detail!.cause).toContain("'c1'");
+    expect(without.body.detail!.cause).toContain(id);
+    expect(await calls(name)).toBe(0);
+    const withTools = await respond({ previous_response_id: first.body.id, input: [approve(id)], tools: [own] }, { config });
+    expect(withTools.status).toBe(200);
+    expect(ofType(withTools.body.output, "mcp_call")[0]).toMatchObject({ server_label: "c1", output: "kept-approval", status: "completed" });
+    expect(await calls(name)).toBe(1);
+  });
+
+  it("refuses a request's mcp tool whose require_approval lists a tool as both always and never", async () => {
+    const tool = { type: "mcp", server_label: "c1", server_url: url("s", label("both")), require_approval: { always: { tool_names: ["echo"] }, never: { tool_names: ["echo", "add"] } } };
+    const refused = await respond({ input: "x", tools: [tool] }, { config: configWith([]) });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail!.cause).toContain("tools.0.require_approval");
+    expect(refused.body.detail!.cause).toContain("'echo'");
+  });
+
+  it("refuses an input that answers one approval twice, alike or not, and runs nothing", async () => {
+    const name = label("twice");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"twice"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    for (const answers of [[approve(id), approve(id, false)], [approve(id), approve(id)]]) {
+      const refused = await respond({ previous_response_id: first.body.id, input: answers }, { config });
+      expect(refused.status).toBe(422);
+      expect(refused.body.detail!.cause).toContain(id);
+    }
+    expect(await calls(name)).toBe(0);
+    // Still pending: a single answer runs it.
+    expect((await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config })).status).toBe(200);
+    expect(await calls(name)).toBe(1);
+  });
+
+  it("an approved call belongs to the turn that asked for it: before a new question sent with the approval, now and in later turns", async () => {
+    const name = label("order");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"ordered"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const order = (text: string) => {
+      const input = echoedRequest(text).input;
+      const output = input.findIndex((item) => item.type === "function_call_output" && item.output === "ordered");
+      const question = input.findIndex((item) => item.role === "user" && JSON.stringify(item.content).includes("and also this"));
+      return { output, question };
+    };
+    const second = await respond({ previous_response_id: first.body.id, input: [approve(id), { role: "user", content: "and also this #echo-request" }] }, { config });
+    expect(second.status).toBe(200);
+    const now = order(second.body.output_text);
+    expect(now.output).toBeGreaterThanOrEqual(0);
+    expect(now.output).toBeLessThan(now.question);
+    const third = await respond({ previous_response_id: second.body.id, input: "next #echo-request" }, { config });
+    const later = order(third.body.output_text);
+    expect(later.output).toBeGreaterThanOrEqual(0);
+    expect(later.output).toBeLessThan(later.question);
   });
 
   it("on the query endpoints a gated call is not run, reported pending, and can be approved on /v1/responses", async () => {
     const name = label("query-gate");
     const config = gatedConfig(name);
-    const asked = await ask({ query: 'gate #call-tool:echo:{"text":"later"} #call-tool:add:{"a":1,"b":2}' }, { config });
+    const asked = await ask({ query: 'gate #call-tool:echo:{"text":"later"} #call-tool:add:{"a":1,"b":2} #echo-request' }, { config });
     expect(asked.status).toBe(200);
     const pending = asked.body.tool_calls.find((c) => c.type === "mcp_approval_request")!;
     expect(pending).toMatchObject({ name: "echo", args: { text: "later", server_label: "guarded" } });
@@ -342,7 +476,7 @@ describe("approvals", () => {
 
     const approved = await respond({ conversation: asked.body.conversation_id, input: [approve(String(pending.id))] }, { config });
     expect(approved.status).toBe(200);
-    expect(ofType(approved.body.output, "mcp_call")[0]).toMatchObject({ name: "echo", output: "later" });
+    expect(echoedRequest(approved.body.output_text).input.find((item) => item.type === "function_call_output" && item.output === "later")).toBeTruthy();
     expect(await calls(name)).toBe(2);
   });
 

@@ -328,6 +328,22 @@ describe("/v1/mcp-servers", () => {
     expect((await post({ name: "x", url: "https://x.example.com/", headers: ["bad header"] })).status).toBe(422);
   });
 
+  it("refuses a registration body over 64 KiB with 413 before storing it", async () => {
+    // Its url, provider_id and header names go into one record-store row, which hosted D1 caps at 2,000,000 bytes.
+    const config = configWith([]);
+    const name = label("big");
+    const tooLarge = { name, url: `https://mcp.example.com/${"a".repeat(64 * 1024)}` };
+    const { status, body } = await callJson<{ detail: { response: string; cause: string } }>("/v1/mcp-servers", { config, json: tooLarge });
+    expect(status).toBe(413);
+    expect(body.detail).toEqual({ response: "Prompt is too long", cause: "The request exceeds the maximum size of 65536 bytes." });
+    const list = await callJson<{ servers: Array<{ name: string }> }>("/v1/mcp-servers", { config });
+    expect(list.body.servers.map((server) => server.name)).not.toContain(name);
+
+    const fits = { name, url: "https://mcp.example.com/" };
+    fits.url += "b".repeat(64 * 1024 - JSON.stringify(fits).length);
+    expect((await callJson("/v1/mcp-servers", { config, json: fits })).status).toBe(201);
+  });
+
   it("DELETE: a registered server once, an unknown one is deleted:false, a static one 403", async () => {
     const name = label("del");
     const config = configWith([{ name: "fixed", url: url("s", name) }]);

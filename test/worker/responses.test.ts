@@ -190,7 +190,8 @@ describe("POST /v1/responses rules", () => {
       { config, headers: { "X-SVC-Merge-Server-Tools": "true" } },
     );
     // The client's function call waits for the client: the gateway runs the server's call and the turn ends.
-    expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["mcp_list_tools", "function_call", "message", "mcp_call"]);
+    // The server's own MCP items are not shown (UPSTREAM "MCP"), yet they are what counts.
+    expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call", "message"]);
     const detail = await callJson<{ chat_history: Array<{ tool_calls: Array<{ name: string }> }> }>(
       `/v1/conversations/${String(res.body.conversation).slice(5)}`,
       { user: "olivia" },
@@ -206,5 +207,11 @@ describe("POST /v1/responses rules", () => {
     expect(missing.status).toBe(422);
     const unknown = await post({ input: "x", prompt: { id: `pmpt_${"0".repeat(48)}` } });
     expect(unknown.status).toBe(404);
+    // A version it does not have is told as GET /v1/prompts/{id}?version= tells it.
+    const version = await post({ input: "x", prompt: { id: created.body.prompt_id, version: "99", variables: { persona: "a pirate" } } });
+    expect([version.status, (version.body as { detail?: unknown }).detail]).toEqual([
+      404,
+      { response: "Prompt not found", cause: `Prompt with ID ${created.body.prompt_id} (version 99) does not exist` },
+    ]);
   });
 });

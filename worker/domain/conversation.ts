@@ -76,16 +76,18 @@ function mcpCallAsFunctionCall(item: Item): Item[] {
 }
 
 /**
- * The items one recorded turn adds to the input of every later turn: its input, the tool calls of
- * its answer (function calls a client's function_call_output of the next turn refers to, and the
- * MCP calls the gateway ran with their results) and the answer as a plain assistant message.
+ * The items one recorded turn adds to the input of every later turn: the approved calls it ran
+ * (they belong to the turn that asked for them, so they come before its own input), its input, the
+ * tool calls of its answer (function calls a client's function_call_output of the next turn refers
+ * to, and the MCP calls the gateway ran with their results) and the answer as a plain assistant message.
  */
 export function turnHistory(turn: StoredTurn): Item[] {
   if (turn.status === "failed") return [];
-  const items: Item[] = backendInput(turn.input);
+  const approved = (item: Item) => item.type === "mcp_call" && item.approval_request_id != null;
+  const items: Item[] = [...turn.output.filter(approved).flatMap(mcpCallAsFunctionCall), ...backendInput(turn.input)];
   for (const item of turn.output) {
     if (item.type === "function_call") items.push(item);
-    else if (item.type === "mcp_call") items.push(...mcpCallAsFunctionCall(item));
+    else if (item.type === "mcp_call" && !approved(item)) items.push(...mcpCallAsFunctionCall(item));
   }
   if (turn.summary.assistant) items.push({ type: "message", role: "assistant", content: turn.summary.assistant });
   return items;

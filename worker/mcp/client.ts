@@ -16,7 +16,8 @@
 // Every call opens its own client and session and closes it before returning: nothing of one
 // request's I/O is ever awaited by another (workerd binds I/O to the request that started it). Only
 // tool lists are kept across requests, as plain data, for MCP_TOOL_LIST_TTL_SECONDS per server URL
-// and credentials (a hash of the headers; the credentials themselves are not kept).
+// and credentials (a hash of the headers; the credentials themselves are not kept), and a failed
+// listing for MCP_TOOL_LIST_FAILURE_TTL_SECONDS.
 import { Client } from "@modelcontextprotocol/sdk/client";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -26,6 +27,7 @@ import { SERVICE_VERSION } from "../version.ts";
 import {
   MCP_OUTPUT_LIMIT_BYTES,
   MCP_TOOL_LIST_CACHE_ENTRIES,
+  MCP_TOOL_LIST_FAILURE_TTL_SECONDS,
   MCP_TOOL_LIST_MAX_PAGES,
   MCP_TOOL_LIST_TTL_SECONDS,
 } from "./defaults.ts";
@@ -48,42 +50,52 @@ export type McpTarget = Pick<McpServer, "name" | "url" | "headers" | "timeoutMs"
 // ---------------------------------------------------------------------------------------------
 
 // Settled plain data only (see the file header). Map order is insertion order: the first key is the oldest.
-const toolLists = new Map<string, { expiresAt: number; tools: McpTool[] }>();
+// A failed listing is kept too, for MCP_TOOL_LIST_FAILURE_TTL_SECONDS: a server that is down or
+// hangs then costs one request per period its time-out, not every request of every user.
+const toolLists = new Map<string, { expiresAt: number; listed: ListToolsResult }>();
 
 /** The server's tools (only its allowedTools when it names some); from the per-isolate cache when fresh. */
 export async function listTools(server: McpTarget, signal?: AbortSignal): Promise<ListToolsResult> {
   const key = await cacheKey(server);
   const cached = toolLists.get(key);
-  let tools: McpTool[];
+  let listed: ListToolsResult;
   if (cached && cached.expiresAt > Date.now()) {
-    tools = structuredClone(cached.tools);
+    listed = structuredClone(cached.listed);
   } else {
-    const listed = await bounded(server, signal, "listing its tools", async (client, options) => {
-      const all: McpTool[] = [];
-      let cursor: string | undefined;
-      for (let page = 0; page < MCP_TOOL_LIST_MAX_PAGES; page++) {
-        const result = await client.listTools(cursor === undefined ? undefined : { cursor }, options);
-        for (const tool of result.tools) all.push({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema });
-        cursor = result.nextCursor;
-        if (!cursor) break;
-      }
-      return all;
-    });
-    if (!listed.ok) {
-      log.warn(`MCP server '${server.name}' (${server.url}): tools could not be listed: ${listed.error}`);
-      return listed;
-    }
-    tools = listed.value;
-    remember(key, tools);
-    tools = structuredClone(tools);
+    // One request tries a failed server again; until it knows, the others go on with the failure
+    // rather than each waiting as well. Its listing is its own: workerd binds I/O to the request
+    // that started it, so another request cannot await it.
+    if (cached && !cached.listed.ok) cached.expiresAt = Date.now() + server.timeoutMs;
+    listed = await listAll(server, signal);
+    if (!listed.ok) log.warn(`MCP server '${server.name}' (${server.url}): tools could not be listed: ${listed.error}`);
+    // A listing this request gave up on says nothing about the server.
+    if (listed.ok || !signal?.aborted) remember(key, listed);
+    listed = structuredClone(listed);
   }
+  if (!listed.ok) return listed;
   const allowed = server.allowedTools;
-  return { ok: true, tools: allowed === null ? tools : tools.filter((tool) => allowed.includes(tool.name)) };
+  return { ok: true, tools: allowed === null ? listed.tools : listed.tools.filter((tool) => allowed.includes(tool.name)) };
 }
 
-function remember(key: string, tools: McpTool[]): void {
+async function listAll(server: McpTarget, signal: AbortSignal | undefined): Promise<ListToolsResult> {
+  const listed = await bounded(server, signal, "listing its tools", async (client, options) => {
+    const all: McpTool[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MCP_TOOL_LIST_MAX_PAGES; page++) {
+      const result = await client.listTools(cursor === undefined ? undefined : { cursor }, options);
+      for (const tool of result.tools) all.push({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema });
+      cursor = result.nextCursor;
+      if (!cursor) break;
+    }
+    return all;
+  });
+  return listed.ok ? { ok: true, tools: listed.value } : listed;
+}
+
+function remember(key: string, listed: ListToolsResult): void {
+  const seconds = listed.ok ? MCP_TOOL_LIST_TTL_SECONDS : MCP_TOOL_LIST_FAILURE_TTL_SECONDS;
   toolLists.delete(key);
-  toolLists.set(key, { expiresAt: Date.now() + MCP_TOOL_LIST_TTL_SECONDS * 1000, tools });
+  toolLists.set(key, { expiresAt: Date.now() + seconds * 1000, listed });
   while (toolLists.size > MCP_TOOL_LIST_CACHE_ENTRIES) toolLists.delete(toolLists.keys().next().value!);
 }
 

@@ -10,6 +10,13 @@ export const MCP_OUTPUT_LIMIT_BYTES = 64 * 1024;
 /** How long one isolate reuses a server's tool list (per URL and credentials), in seconds. */
 export const MCP_TOOL_LIST_TTL_SECONDS = 60;
 
+/**
+ * How long one isolate remembers that a server's tools could not be listed, in seconds: short, so
+ * that a server that is back is soon used again, yet long enough that a down or hung server costs
+ * one request per period its time-out rather than every request.
+ */
+export const MCP_TOOL_LIST_FAILURE_TTL_SECONDS = 15;
+
 /** The OAuth 401 probe's own bound, in seconds (as in the original system). */
 export const MCP_AUTH_PROBE_TIMEOUT_SECONDS = 10;
 

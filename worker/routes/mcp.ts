@@ -14,7 +14,7 @@ import { probeMcpAuth } from "../mcp/oauth-probe.ts";
 import { cachedRegistry, isHeaderName, mcpServerDefinitions, requestMcpServers, type McpServer } from "../mcp/servers.ts";
 import { guard } from "../middleware.ts";
 import { mcpServersStore } from "../storage/mcp-servers-store.ts";
-import { readJson } from "../validation.ts";
+import { readJson, requestBodyLimit } from "../validation.ts";
 
 export const mcp = new Hono<AppEnv>();
 
@@ -119,7 +119,16 @@ mcp.get("/v1/mcp-servers", guard(ACTIONS.listMcpServers), async (c) => {
 
 const KEYWORDS: readonly string[] = MCP_CREDENTIAL_KEYWORDS;
 
-mcp.post("/v1/mcp-servers", guard(ACTIONS.registerMcpServer), async (c) => {
+/**
+ * The largest registration body (64 KiB, README "MCP tools"): its url, provider id and header names
+ * go into one record-store row, which hosted D1 caps at 2,000,000 bytes. Far more than a server's
+ * address and headers need.
+ */
+export const MAX_REGISTRATION_REQUEST_BYTES = 64 * 1024;
+
+const registrationBodyLimit = () => requestBodyLimit(MAX_REGISTRATION_REQUEST_BYTES);
+
+mcp.post("/v1/mcp-servers", guard(ACTIONS.registerMcpServer), registrationBodyLimit(), async (c) => {
   const body = await readJson(c, RegistrationSchema);
   const rt = c.get("rt");
   const authorizationHeaders: Record<string, string> = {};

@@ -19,7 +19,7 @@ import { planTurn } from "../turn/plan.ts";
 import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
 import { ResponsesRequestSchema, type ResponsesRequest } from "../turn/responses-request.ts";
 import { resolveSystemPrompt, type SystemPrompt } from "../turn/system-prompt.ts";
-import { backendTools, presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
+import { backendTools, checkMcpToolChoice, presentTools, resolveTools, type TurnTools } from "../turn/tools.ts";
 import type { TextSink, TurnPresenter } from "../turn/presenting.ts";
 import { finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
@@ -31,7 +31,7 @@ export const responses = new Hono<AppEnv>();
 /** What the response shows as `instructions` when the server chose the system prompt. */
 const SERVER_PROMPT_PLACEHOLDER = "<server prompt applied>";
 const MERGE_TOOLS_HEADER = "X-SVC-Merge-Server-Tools";
-/** Server MCP items kept out of streams; an approval request never is: the client must answer it. */
+/** Server MCP items kept out of responses, streamed or not; an approval request never is: the client must answer it. */
 const HIDDEN_SERVER_MCP_ITEMS = new Set(["mcp_call", "mcp_list_tools"]);
 const TERMINAL_EVENTS = new Set(["response.completed", "response.incomplete", "response.failed"]);
 
@@ -53,6 +53,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), turnBodyLimit(), async
   const merge = c.req.header(MERGE_TOOLS_HEADER)?.toLowerCase() === "true";
   const context = planContext(c);
   const tools = await resolveTools(context, body.tools, merge);
+  checkMcpToolChoice(body.tool_choice, tools);
   const userText = lastUserText(input);
 
   const started = Date.now();
@@ -132,7 +133,7 @@ async function storedPrompt(store: Store, reference: NonNullable<ResponsesReques
   const version = reference.version == null ? undefined : Number(reference.version);
   if (version !== undefined && !Number.isInteger(version)) throw errors.invalidValue(`prompt.version: expected an integer, got ${reference.version}`);
   const record = await store.prompts.get(reference.id, version);
-  if (!record) throw errors.notFound("Prompt", reference.id);
+  if (!record) throw errors.promptNotFound(reference.id, version);
   return renderPrompt(record.prompt, record.variables, reference.variables);
 }
 
@@ -193,7 +194,8 @@ function presenter(
     conversation: toBackendId(turn.head.conversationId),
   };
   return (response, final) => {
-    const output = response.output ?? [];
+    // The same items in a JSON answer as in a stream's events (UPSTREAM "MCP": always stripped).
+    const output = (response.output ?? []).filter((item) => !isHiddenItem(item as unknown as Item, turn.tools.serverMcpLabels));
     const shownOutput = final && turn.inlineItem ? [turn.inlineItem as unknown as (typeof output)[number], ...output] : output;
     // Parley's own response id: it names the conversation, so previous_response_id finds it at once.
     // A usage the backend did not report and the chat translation estimated says so (README "Providers").
@@ -296,9 +298,8 @@ function responsesEvents(
         data.output_index = index - hiddenIndexes.filter((hidden) => hidden < index).length + shift;
       }
       if (TERMINAL_EVENTS.has(data.type)) {
-        // The final response lists what the stream showed.
-        const response = data.response as BackendResponse;
-        terminal = { ...data, response: { ...response, output: response.output.filter((item) => !isHiddenItem(item as unknown as Item, serverMcpLabels)) } };
+        // Shown once the turn is saved; its output lists what the stream showed (the presenter strips the rest).
+        terminal = data;
         return;
       }
       if (data.type === "error") {
@@ -328,7 +329,7 @@ function responsesEvents(
   };
 }
 
-/** A server MCP item a stream does not show (SPEC rule 5). */
+/** A server MCP item a response does not show, streamed or not (SPEC rule 5, UPSTREAM "MCP"). */
 function isHiddenItem(item: Item | undefined, serverMcpLabels: Set<string>): item is Item {
   return !!item && HIDDEN_SERVER_MCP_ITEMS.has(String(item.type)) && serverMcpLabels.has(String(item.server_label));
 }

@@ -101,13 +101,17 @@ export function planTurn(context: PlanContext, intent: TurnIntent): TurnPlan {
   };
 }
 
-/** The input's answers to approval requests, each id once (a repeated answer is the same answer). */
+/**
+ * The input's answers to approval requests. An approval answered twice in one input is the client's
+ * 422: two different answers cannot both hold, and even alike ones say the client lost track.
+ */
 function approvalAnswers(input: Item[]): ApprovalAnswer[] {
   const answers = new Map<string, ApprovalAnswer>();
   for (const item of input) {
     if (item.type !== "mcp_approval_response") continue;
     const id = String(item.approval_request_id);
-    if (!answers.has(id)) answers.set(id, { id, approve: item.approve === true, reason: typeof item.reason === "string" ? item.reason : null });
+    if (answers.has(id)) throw errors.invalidValue(`input: approval request ${id} is answered more than once; answer it once`);
+    answers.set(id, { id, approve: item.approve === true, reason: typeof item.reason === "string" ? item.reason : null });
   }
   return [...answers.values()];
 }

@@ -3,6 +3,7 @@
 // are loose because the OpenAI SDKs add fields of their own (annotations, ids, newer options) that
 // the backend understands and we pass through.
 import * as z from "zod";
+import { approvalListsConflict } from "../mcp/approval-policy.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks
@@ -252,7 +253,10 @@ const McpToolSchema = z.looseObject({
   require_approval: optional(
     either(
       z.enum(["always", "never"]),
-      z.looseObject({ always: optional(ToolNamesSchema), never: optional(ToolNamesSchema) }),
+      z.looseObject({ always: optional(ToolNamesSchema), never: optional(ToolNamesSchema) }).superRefine((policy, ctx) => {
+        const conflict = approvalListsConflict({ always: policy.always?.tool_names ?? [], never: policy.never?.tool_names ?? [] });
+        if (conflict) ctx.addIssue({ code: "custom", message: conflict });
+      }),
       isPlainObject,
       `"always", "never" or {always, never} tool name filters`,
     ),

@@ -127,22 +127,22 @@ export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: Prepared
   const { signal } = call;
   const model = prepared.model.model;
   if (prepared.verdict) return blockedStream(prepared.verdict.refusal, model.identifier, plan.instructions, null);
-  const input = [...history, ...withInlineContext(backendInput(plan.input), prepared.retrieval.context)];
+  const turnInput = withInlineContext(backendInput(plan.input), prepared.retrieval.context);
   const params = { ...plan.params, model: model.identifier, instructions: plan.instructions, store: false };
-  if (!plan.mcp && tools.resumed.length === 0) return startModelCall(rt, model, { ...params, input: input as never }, plan.streaming, call);
+  if (!plan.mcp && tools.resumed.length === 0) return startModelCall(rt, model, { ...params, input: [...history, ...turnInput] as never }, plan.streaming, call);
 
   const mcp = plan.mcp ?? NO_MCP;
   const own = plan.params.tools ?? [];
   const toolbox = await openToolbox(mcp.servers, new Set(own.flatMap((tool) => (tool.type === "function" ? [tool.name] : []))), signal);
   return answerWithTools(
-    (extra, { offerTools, toolChoice }) => {
+    ({ resumed, extra }, { offerTools, toolChoice }) => {
       const offered = [...own, ...(offerTools ? toolbox.functions : [])] as NonNullable<typeof params.tools>;
       return startModelCall(
         rt,
         model,
         {
           ...params,
-          input: [...input, ...extra] as never,
+          input: [...history, ...resumed, ...turnInput, ...extra] as never,
           tools: offered.length > 0 ? offered : undefined,
           tool_choice: offered.length > 0 ? (toolChoice as typeof params.tool_choice) : undefined,
         },

@@ -18,6 +18,7 @@
 import type { Response as BackendResponse, ResponseStreamEvent, ResponseUsage } from "openai/resources/responses/responses";
 import type { Item } from "../domain/conversation.ts";
 import type { ApprovalDecision, ApprovalRequest, McpServer, TurnMcp } from "../domain/mcp.ts";
+import { errors, type ApiError } from "../errors.ts";
 import { approvalRequired, callTool, listTools, type CallToolOutcome, type McpTool } from "../mcp/client.ts";
 import { randomHex } from "./conversation-id.ts";
 
@@ -74,8 +75,21 @@ export async function openToolbox(servers: McpServer[], taken: ReadonlySet<strin
   return toolbox;
 }
 
-/** What the loop asks of the backend: one model call with these items after the turn's input. */
-export type ModelCall = (extraInput: Item[], options: { offerTools: boolean; toolChoice: unknown }) => Promise<AsyncIterable<ResponseStreamEvent>>;
+/**
+ * The first approved call this turn would have to run whose server the turn does not have (the
+ * request left out its `mcp` tool, or the credentials it needs); null when every one can run. Such
+ * a turn is refused before anything runs, so that the approval is not used up by a call never made.
+ */
+export function unrunnableApproval(resumed: ApprovalDecision[], servers: McpServer[]): ApprovalDecision | null {
+  return resumed.find((decision) => decision.approve && !decision.outcome && !servers.some((server) => server.name === decision.request.serverLabel)) ?? null;
+}
+
+/**
+ * What the loop asks of the backend: one model call, with `resumed` (the approved and denied calls
+ * this turn answers, which belong to the turn that asked for them) between the history and the
+ * turn's input, and `extra` (this turn's own calls and their results) after it.
+ */
+export type ModelCall = (items: { resumed: Item[]; extra: Item[] }, options: { offerTools: boolean; toolChoice: unknown }) => Promise<AsyncIterable<ResponseStreamEvent>>;
 
 export interface ToolLoop {
   toolbox: Toolbox;
@@ -105,6 +119,7 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
   const { toolbox, mcp, signal } = loop;
   const output: Item[] = [];
   const prelude: ResponseStreamEvent[] = [];
+  const resumed: Item[] = [];
   const input: Item[] = [];
   for (const list of toolbox.lists) {
     prelude.push(...listEvents(list, output.length));
@@ -116,7 +131,7 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
     const request = decision.request;
     const functionCall = { type: "function_call", call_id: request.callId, name: request.functionName, arguments: request.arguments };
     if (!decision.approve) {
-      input.push(functionCall, callOutput(request.callId, `The user denied this tool call.${decision.reason ? ` Reason: ${decision.reason}` : ""}`));
+      resumed.push(functionCall, callOutput(request.callId, `The user denied this tool call.${decision.reason ? ` Reason: ${decision.reason}` : ""}`));
       continue;
     }
     let item = decision.outcome;
@@ -132,10 +147,10 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
     calls += 1;
     prelude.push(...callEvents(item, output.length), ...finishedCallEvents(item, output.length));
     output.push(item);
-    input.push(functionCall, callOutput(request.callId, outputText(item)));
+    resumed.push(functionCall, callOutput(request.callId, outputText(item)));
   }
 
-  const first = await call(input, { offerTools: true, toolChoice: backendToolChoice(loop.toolChoice, toolbox, true) });
+  const first = await call({ resumed, extra: input }, { offerTools: true, toolChoice: backendToolChoice(loop.toolChoice, toolbox, true) });
   return run(first);
 
   async function* run(stream: AsyncIterable<ResponseStreamEvent>): AsyncIterable<ResponseStreamEvent> {
@@ -244,7 +259,7 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
         yield { ...terminal, response: { ...response, output: [...output], usage } } as unknown as ResponseStreamEvent;
         return;
       }
-      stream = await call(input, { offerTools: calls < mcp.maxToolCalls, toolChoice: backendToolChoice(loop.toolChoice, toolbox, false) });
+      stream = await call({ resumed, extra: input }, { offerTools: calls < mcp.maxToolCalls, toolChoice: backendToolChoice(loop.toolChoice, toolbox, false) });
     }
   }
 }
@@ -344,12 +359,24 @@ export function backendToolChoice(choice: unknown, toolbox: Toolbox, first: bool
   const named = (label: unknown, name: unknown) =>
     [...toolbox.offered.values()].filter((offered) => offered.server.name === label && (name == null || offered.tool.name === name)).map((offered) => offered.functionName);
   if (object.type === "mcp") {
+    // SPEC: `name` optional; without it, a call of any of that server's tools (and only of those).
     const names = named(object.server_label, object.name);
-    return names.length === 1 ? { type: "function", name: names[0] } : "required";
+    if (names.length === 0) throw unofferedChoice(toolbox, String(object.server_label), object.name == null ? null : String(object.name));
+    return object.name == null ? { type: "allowed_tools", mode: "required", tools: names.map((name) => ({ type: "function", name })) } : { type: "function", name: names[0] };
   }
   if (object.type === "allowed_tools" && Array.isArray(object.tools)) {
     const tools = (object.tools as Item[]).flatMap((filter) => (filter.type === "mcp" ? named(filter.server_label, filter.name).map((name) => ({ type: "function", name })) : [filter]));
     return { ...object, tools };
   }
   return choice;
+}
+
+/**
+ * A tool_choice naming an MCP tool (or any tool of a server) the turn does not offer: the client's
+ * 422. (A server the request does not have at all was refused before the turn: checkMcpToolChoice.)
+ */
+function unofferedChoice(toolbox: Toolbox, serverLabel: string, name: string | null): ApiError {
+  const failed = toolbox.lists.find((item) => item.server_label === serverLabel)?.error;
+  const why = failed ? ` (its tools could not be listed: ${String(failed)})` : "";
+  return errors.invalidValue(`tool_choice: MCP server '${serverLabel}' offers no ${name === null ? "tools" : `tool '${name}'`}${why}`);
 }
