@@ -13,6 +13,8 @@ export interface UploadedFile {
   failure(): ApiError | null;
   /** Aborts when `body` stops early, so a request it feeds can be abandoned rather than left half sent. */
   signal: AbortSignal;
+  /** Reads out what is left of the request body (see BodyBuffer.release): await it before answering an error. */
+  release(): Promise<void>;
 }
 
 /** Room for the multipart framing and small fields besides the file. */
@@ -49,6 +51,8 @@ class BodyBuffer {
   constructor(
     private readonly reader: ReadableStreamDefaultReader<Uint8Array>,
     initial: Uint8Array,
+    /** The most bytes an acceptable body has: release() reads no further than this. */
+    private readonly limit: number,
   ) {
     this.bytes = initial;
   }
@@ -80,8 +84,24 @@ class BodyBuffer {
     return taken;
   }
 
-  cancel(): void {
-    this.reader.cancel().catch(() => undefined);
+  /**
+   * Done with the body, answered or not: reads what is left of it without keeping it, then lets it
+   * go. A body cut off while the client is still sending it closes the connection under the client,
+   * which may then lose the answer (wrangler dev's proxy answered a 5 MB part header with "Network
+   * connection lost" instead of the 422). Beyond the largest acceptable body the reading stops.
+   */
+  async release(): Promise<void> {
+    this.bytes = new Uint8Array(0);
+    try {
+      while (!this.ended && this.total <= this.limit) {
+        const { value, done } = await this.reader.read();
+        if (done) this.ended = true;
+        else this.total += value.byteLength;
+      }
+    } catch {
+      // a body that breaks off has nothing more to read
+    }
+    if (!this.ended) this.reader.cancel().catch(() => undefined);
   }
 }
 
@@ -125,19 +145,21 @@ export async function streamFilePart(request: Request, field: string, maxBytes: 
 
   // Every delimiter is CRLF--boundary; a CRLF put in front lets the first one match like the rest.
   const delimiter = encoder.encode(`\r\n--${boundary}`);
-  const body = new BodyBuffer(request.body.getReader(), CRLF.slice());
-  const malformed = (what: string) => {
-    body.cancel();
-    return errors.invalidFormat(`malformed multipart body: ${what}`);
+  const body = new BodyBuffer(request.body.getReader(), CRLF.slice(), maxBytes + MULTIPART_OVERHEAD_BYTES);
+  /** `error`, once the rest of the body has been read (see release). */
+  const refusal = async (error: ApiError) => {
+    await body.release();
+    return error;
   };
+  const malformed = (what: string) => refusal(errors.invalidFormat(`malformed multipart body: ${what}`));
 
   /** Discards everything up to and including the next delimiter. */
   const skipPastDelimiter = async () => {
     for (;;) {
-      // Whatever precedes the file counts against the room left beside it.
+      // Whatever precedes the file counts against the room left beside it: a form of many or large
+      // fields, however small its file.
       if (body.total > MULTIPART_OVERHEAD_BYTES) {
-        body.cancel();
-        throw errors.fileTooLarge(maxBytes);
+        throw await malformed(`the fields before the '${field}' part take more than ${MULTIPART_OVERHEAD_BYTES} bytes (too many or too large fields)`);
       }
       const at = indexOf(body.bytes, delimiter);
       if (at >= 0) {
@@ -145,24 +167,21 @@ export async function streamFilePart(request: Request, field: string, maxBytes: 
         return;
       }
       body.take(Math.max(0, body.bytes.length - (delimiter.length - 1)));
-      if (!(await body.more())) throw malformed("it ended before its closing boundary");
+      if (!(await body.more())) throw await malformed("it ended before its closing boundary");
     }
   };
 
   await skipPastDelimiter();
   for (;;) {
-    if (!(await body.ensure(2))) throw malformed("it ended after a boundary");
-    if (startsWith(body.bytes, CLOSE)) {
-      body.cancel();
-      throw errors.missingAttributes(field);
-    }
-    if (!startsWith(body.bytes, CRLF)) throw malformed("a boundary is not followed by a line break");
+    if (!(await body.ensure(2))) throw await malformed("it ended after a boundary");
+    if (startsWith(body.bytes, CLOSE)) throw await refusal(errors.missingAttributes(field));
+    if (!startsWith(body.bytes, CRLF)) throw await malformed("a boundary is not followed by a line break");
     body.take(2);
 
     let headerEnd = indexOf(body.bytes, HEADERS_END);
     while (headerEnd < 0) {
-      if (body.bytes.length > MAX_PART_HEADER_BYTES) throw malformed("part headers are too long");
-      if (!(await body.more())) throw malformed("it ended inside part headers");
+      if (body.bytes.length > MAX_PART_HEADER_BYTES) throw await malformed("part headers are too long");
+      if (!(await body.more())) throw await malformed("it ended inside part headers");
       headerEnd = indexOf(body.bytes, HEADERS_END);
     }
     const headers = new Map<string, string>();
@@ -170,7 +189,7 @@ export async function streamFilePart(request: Request, field: string, maxBytes: 
     try {
       text = utf8.decode(body.take(headerEnd));
     } catch {
-      throw malformed("a part's headers (its file name) are not valid UTF-8");
+      throw await malformed("a part's headers (its file name) are not valid UTF-8");
     }
     for (const line of text.split("\r\n")) {
       const colon = line.indexOf(":");
@@ -180,10 +199,7 @@ export async function streamFilePart(request: Request, field: string, maxBytes: 
     const disposition = dispositionParameters(headers.get("content-disposition") ?? "");
     if (disposition.get("name") === field) {
       const filename = disposition.get("filename");
-      if (filename === undefined) {
-        body.cancel();
-        throw errors.invalidValue(`${field}: expected a file, got a plain form field`);
-      }
+      if (filename === undefined) throw await refusal(errors.invalidValue(`${field}: expected a file, got a plain form field`));
       return filePart(body, delimiter, maxBytes, filename, headers.get("content-type") || "application/octet-stream");
     }
     await skipPastDelimiter();
@@ -196,16 +212,17 @@ function filePart(body: BodyBuffer, delimiter: Uint8Array, maxBytes: number, fil
   const aborted = new AbortController();
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const fail = (error: ApiError) => {
+      const fail = async (error: ApiError) => {
         failure = error;
-        body.cancel();
+        // Read out before the request it feeds fails, which answers the client.
+        await body.release();
         aborted.abort(error);
         controller.error(error);
       };
-      const emit = (chunk: Uint8Array): boolean => {
+      const emit = async (chunk: Uint8Array): Promise<boolean> => {
         bytes += chunk.byteLength;
         if (bytes > maxBytes) {
-          fail(errors.fileTooLarge(maxBytes));
+          await fail(errors.fileTooLarge(maxBytes));
           return false;
         }
         if (chunk.byteLength > 0) controller.enqueue(chunk);
@@ -216,30 +233,30 @@ function filePart(body: BodyBuffer, delimiter: Uint8Array, maxBytes: number, fil
         for (;;) {
           const at = indexOf(body.bytes, delimiter);
           if (at >= 0) {
-            if (emit(body.take(at))) {
+            if (await emit(body.take(at))) {
               // The rest of the body (the closing boundary, fields after the file) is not needed.
-              body.cancel();
+              await body.release();
               controller.close();
             }
             return;
           }
           const safe = body.bytes.length - (delimiter.length - 1);
           if (safe > 0) {
-            emit(body.take(safe));
+            await emit(body.take(safe));
             return;
           }
           if (!(await body.more())) {
-            fail(errors.invalidFormat("malformed multipart body: it ended inside the file"));
+            await fail(errors.invalidFormat("malformed multipart body: it ended inside the file"));
             return;
           }
         }
       } catch (error) {
-        fail(error instanceof ApiError ? error : errors.invalidFormat("the request body could not be read"));
+        await fail(error instanceof ApiError ? error : errors.invalidFormat("the request body could not be read"));
       }
     },
     cancel() {
-      body.cancel();
+      return body.release();
     },
   });
-  return { filename, type, body: stream, failure: () => failure, signal: aborted.signal };
+  return { filename, type, body: stream, failure: () => failure, signal: aborted.signal, release: () => body.release() };
 }

@@ -40,6 +40,16 @@ async function rejection(promise: Promise<unknown>): Promise<ApiError> {
   return error;
 }
 
+/** An upload whose body comes from `stream`, as a client sending it in pieces. */
+function streamedUpload(stream: ReadableStream<Uint8Array>): Request {
+  return new Request("http://parley.test/v1/files", {
+    method: "POST",
+    body: stream,
+    headers: { "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
+    duplex: "half",
+  } as RequestInit);
+}
+
 describe("streamFilePart", () => {
   it("streams the file part, skipping other fields, across chunk boundaries", async () => {
     const content = `line one\r\n--${BOUNDARY.slice(0, 10)} not a boundary\r\n` + "x".repeat(100);
@@ -79,10 +89,73 @@ describe("streamFilePart", () => {
     expect(error).toMatchObject({ status: 413, response: "File too large" });
   });
 
-  it("refuses oversize fields before the file", async () => {
+  it("refuses oversize fields before the file as a malformed form, not a large file", async () => {
     const body = form([{ name: "junk", content: "z".repeat(MULTIPART_OVERHEAD_BYTES + 10) }, { name: "file", filename: "a", content: "x" }]);
     const error = await rejection(streamFilePart(multipartRequest(body, { chunkSize: 4096 }), "file", 50));
-    expect(error.status).toBe(413);
+    expect(error).toMatchObject({
+      status: 422,
+      response: "Invalid request format",
+      cause: `malformed multipart body: the fields before the 'file' part take more than ${MULTIPART_OVERHEAD_BYTES} bytes (too many or too large fields)`,
+    });
+  });
+
+  it("refuses 10,000 small fields before a 3-byte file with 422, not 413 File too large", async () => {
+    const fields = Array.from({ length: 10_000 }, (_, index) => ({ name: `f${index}`, content: "v" }));
+    const body = form([...fields, { name: "file", filename: "a.txt", content: "abc" }]);
+    const error = await rejection(streamFilePart(multipartRequest(body, { chunkSize: 64 * 1024 }), "file", 100 * 1024 * 1024));
+    expect(error).toMatchObject({ status: 422, response: "Invalid request format" });
+    expect(error.cause).toContain("too many or too large fields");
+  });
+
+  it("reads a refused body to its end rather than cutting it, so the client sees the answer", async () => {
+    // A connection closed while the client is still sending loses the answer (wrangler dev's proxy
+    // reported "Network connection lost" for a 5 MB part header).
+    const cases: Array<[string, string]> = [
+      ["part headers are too long", `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a"\r\nX-Pad: ${"a".repeat(5_000_000)}\r\n\r\nabc\r\n--${BOUNDARY}--\r\n`],
+      ["too many or too large fields", form([{ name: "junk", content: "z".repeat(3_000_000) }, { name: "file", filename: "a", content: "x" }])],
+      ["a boundary is not followed by a line break", `--${BOUNDARY}XX${"q".repeat(1_000_000)}`],
+    ];
+    for (const [cause, text] of cases) {
+      const bytes = encoder.encode(text);
+      let offset = 0;
+      let cancelled = false;
+      const stream = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (offset >= bytes.length) return controller.close();
+          controller.enqueue(bytes.slice(offset, offset + 64 * 1024));
+          offset += 64 * 1024;
+        },
+        cancel() {
+          cancelled = true;
+        },
+      });
+      const error = await rejection(streamFilePart(streamedUpload(stream), "file", 100 * 1024 * 1024));
+      expect(error.status, cause).toBe(422);
+      expect(error.cause, cause).toContain(cause);
+      expect({ cancelled, read: offset >= bytes.length }, cause).toEqual({ cancelled: false, read: true });
+    }
+  });
+
+  it("stops reading a refused body that goes on past every acceptable size", async () => {
+    let sent = 0;
+    let cancelled = false;
+    const block = new Uint8Array(1024 * 1024).fill(97);
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(encoder.encode(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a"\r\nX-Pad: `));
+      },
+      pull(controller) {
+        controller.enqueue(block);
+        sent += 1;
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const error = await rejection(streamFilePart(streamedUpload(stream), "file", 4 * 1024 * 1024));
+    expect(error.cause).toContain("part headers are too long");
+    expect(cancelled).toBe(true);
+    expect(sent).toBeLessThan(16);
   });
 
   it("answers 422 for bodies without the file", async () => {

@@ -255,6 +255,18 @@ describe("/v1/files and vector store files", () => {
     expect(tooLarge.body.detail.response).toBe("File too large");
   });
 
+  it("answers 422 naming the fields, not 413 File too large, for 10,000 small fields before a small file", async () => {
+    const form = new FormData();
+    for (let index = 0; index < 10_000; index += 1) form.append(`f${index}`, "v");
+    form.append("file", new File(["abc"], "a.txt", { type: "text/plain" }));
+    const { status, body } = await callJson<ErrorBody>("/v1/files", { config, method: "POST", body: form });
+    expect(status).toBe(422);
+    expect(body.detail).toEqual({
+      response: "Invalid request format",
+      cause: "malformed multipart body: the fields before the 'file' part take more than 65536 bytes (too many or too large fields)",
+    });
+  });
+
   it("cuts off a streamed upload past 100 MiB (no Content-Length) with 413", async () => {
     const head = new TextEncoder().encode('--b\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n\r\n');
     const block = new Uint8Array(1024 * 1024).fill(97);
@@ -427,10 +439,20 @@ describe("inline retrieval", () => {
 
   it("refuses at load time a static filter it cannot parse", async () => {
     vi.spyOn(console, "error").mockImplementation(() => undefined);
-    const badFilter = testConfig({ byok_rag: [byokDocs], rag: { inline: ["docs", "okp"] }, portal: { chunk_filter_query: "product:x*" } });
+    const badFilter = testConfig({ byok_rag: [byokDocs], rag: { inline: ["docs", "okp"] }, portal: { chunk_filter_query: "product:(x" } });
     const result = await loadRuntime({ ...env, PARLEY_CONFIG: badFilter });
     expect(result.ok).toBe(false);
     expect(result.ok ? [] : result.problems).toEqual([{ path: "portal.chunk_filter_query", message: expect.any(String) }]);
+  });
+
+  it("loads a static filter of valid Solr the stores' filters cannot express, and then never searches the portal without it", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    // The original's own example: a wildcard (Solr reads it; a vector store filter has no such form).
+    const wildcard = testConfig({ byok_rag: [byokDocs], rag: { inline: ["docs", "okp"] }, portal: { chunk_filter_query: "product:*openshift*" } });
+    const result = await inlineRetrieval(await runtimeFor(wildcard), { question });
+    expect(warn).toHaveBeenCalledWith(expect.stringMatching(/^Configuration loaded; portal\.chunk_filter_query: wildcards are not supported .* the portal store is skipped/));
+    expect(result.chunks.length).toBeGreaterThan(0);
+    expect(result.chunks.every((chunk) => chunk.source === "docs")).toBe(true);
   });
 
   it("reranks lexically when the reranker is enabled, whatever its model", async () => {

@@ -92,6 +92,36 @@ describe("tool retrieval", () => {
     expect(res.body.rag_chunks.every((chunk) => chunk.source === "docs")).toBe(true);
     expect(res.body.referenced_documents[0]).toMatchObject({ doc_url: "https://docs.example.com/parley/quotas" });
   });
+
+  it("names the stores of the model's search results by the service's ids, in every answer form (SPEC responses rule 7)", async () => {
+    type Output = { output: Array<{ type: string; results?: Array<{ vector_store_id: string }> }> };
+    const storesOf = (output: Output["output"]) => output.filter((item) => item.type === "file_search_call").flatMap((item) => item.results!.map((r) => r.vector_store_id));
+    const json = await callJson<Output>("/v1/responses", { json: { input: "#file-search quota reset schedule" }, user: "rhea", config: tool });
+    expect(new Set(storesOf(json.body.output))).toEqual(new Set(["docs"]));
+    const streamed = await openaiClient({ user: "rhea", config: tool }).responses.stream({ input: "#file-search quota reset schedule" }).finalResponse();
+    expect(new Set(storesOf(streamed.output as Output["output"]))).toEqual(new Set(["docs"]));
+    const query = await callJson<{ tool_results: Array<{ content: string }> }>("/v1/query", { json: { query: "#file-search quota reset schedule" }, user: "rhea", config: tool });
+    expect(query.body.tool_results[0]!.content).toContain('"vector_store_id":"docs"');
+    expect(query.body.tool_results[0]!.content).not.toContain("vs_docs");
+  });
+
+  it("refuses a store the client names that neither the configuration nor the backend has, before the model is asked", async () => {
+    const notFound = { detail: { response: "Vector store not found", cause: "Vector store with ID nope does not exist" } };
+    for (const query of ["quota", "#file-search quota"]) {
+      const answer = await callJson("/v1/query", { json: { query, vector_store_ids: ["docs", "nope"] }, user: "rhea", config: tool });
+      expect([answer.status, answer.body]).toEqual([404, notFound]);
+    }
+    const responses = await callJson("/v1/responses", { json: { input: "#file-search quota", tools: [{ type: "file_search", vector_store_ids: ["nope"] }] }, user: "rhea", config: tool });
+    expect([responses.status, responses.body]).toEqual([404, notFound]);
+    // The configured ids (either form), and a store made on the backend, are taken.
+    const made = await callJson<{ id: string }>("/v1/vector-stores", { json: { name: "made by a client" }, user: "rhea", config: tool });
+    expect((await callJson("/v1/query", { json: { query: "#file-search quota", vector_store_ids: ["docs", "vs_docs", made.body.id] }, user: "rhea", config: tool })).status).toBe(200);
+  });
+
+  it("is not offered on /v1/infer, which asks the model with MCP tools only (UPSTREAM)", async () => {
+    const { body } = await callJson<{ data: { text: string } }>("/v1/infer", { json: { question: "#echo-request quota reset" }, user: "rhea", config: tool });
+    expect(echoedRequest(body.data.text).tools ?? []).toEqual([]);
+  });
 });
 
 describe("both strategies", () => {

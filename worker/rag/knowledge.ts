@@ -1,6 +1,7 @@
 // The operator's knowledge sources in one shape, whichever configuration form declared them (the
 // deprecated byok_rag/rag/portal/reranker sections or the unified 0.7.0 `rag` section). Clients name
 // stores by rag_id; the backend knows them by vector_db_id.
+import type { ResponseOutputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { isUnifiedRag, PORTAL_RAG_ID, type Config } from "../config/schema.ts";
 
 export interface KnowledgeStore {
@@ -132,4 +133,31 @@ export function toBackendStoreId(config: Config, id: string): string {
 /** Backend store id → the id clients use. */
 export function toClientStoreId(config: Config, id: string): string {
   return knowledgeSources(config).stores.find((store) => store.vectorDbId === id)?.ragId ?? id;
+}
+
+/**
+ * A backend event as clients (and the conversation's record) see it: the results of its
+ * file_search_call items name their stores by the client's ids (SPEC responses rule 7: ids are
+ * the service's "in requests and responses"). Other events are returned as they are.
+ */
+export function withClientStoreIds(config: Config, event: ResponseStreamEvent): ResponseStreamEvent {
+  const item = (found: ResponseOutputItem): ResponseOutputItem => {
+    if (found.type !== "file_search_call" || !found.results) return found;
+    const results = found.results.map((result) => {
+      const named = (result as { vector_store_id?: unknown }).vector_store_id;
+      return typeof named === "string" ? { ...result, vector_store_id: toClientStoreId(config, named) } : result;
+    });
+    return { ...found, results };
+  };
+  switch (event.type) {
+    case "response.output_item.added":
+    case "response.output_item.done":
+      return event.item.type === "file_search_call" ? { ...event, item: item(event.item) } : event;
+    case "response.completed":
+    case "response.incomplete":
+    case "response.failed":
+      return event.response.output.some((found) => found.type === "file_search_call") ? { ...event, response: { ...event.response, output: event.response.output.map(item) } } : event;
+    default:
+      return event;
+  }
 }

@@ -34,7 +34,15 @@ export const DEFAULT_SOLR: SolrQuery = { mode: "hybrid", filter: null };
 const RANGE_TYPES = new Set(["gt", "gte", "lt", "lte"]);
 
 /** A problem with the filter at `path`; the request parser turns it into a 422, the config check into a message. */
-class FilterProblem extends Error {}
+class FilterProblem extends Error {
+  /** True for valid Solr that the vector store filters cannot express (ranges, wildcards, negation). */
+  readonly unsupported: boolean;
+
+  constructor(message: string, unsupported = false) {
+    super(message);
+    this.unsupported = unsupported;
+  }
+}
 
 function problem(path: string, message: string): never {
   throw new FilterProblem(`${path}: ${message}`);
@@ -179,7 +187,7 @@ export function searchFilter(query: SolrQuery, staticFilter: SearchFilter | null
 // Solr boolean queries: portal.chunk_filter_query and `fq` entries
 // ---------------------------------------------------------------------------------------------
 
-export type BooleanQueryResult = { ok: true; filter: SearchFilter } | { ok: false; problem: string };
+export type BooleanQueryResult = { ok: true; filter: SearchFilter } | { ok: false; problem: string; unsupported: boolean };
 
 type Token = { kind: "open" | "close" | "and" | "or"; at: number } | { kind: "term"; key: string; value: string; at: number };
 
@@ -240,7 +248,7 @@ export function parseBooleanQuery(text: string): BooleanQueryResult {
     }
     return { ok: true, filter };
   } catch (error) {
-    if (error instanceof FilterProblem) return { ok: false, problem: `${error.message} in ${JSON.stringify(text)}` };
+    if (error instanceof FilterProblem) return { ok: false, problem: `${error.message} in ${JSON.stringify(text)}`, unsupported: error.unsupported };
     throw error;
   }
 }
@@ -273,7 +281,7 @@ function tokenize(text: string): Token[] {
         throw new FilterProblem(`write operators in upper case (AND, OR) at character ${start + 1}, found ${JSON.stringify(word.raw)}`);
       }
       if (word.raw === "NOT" || char === "-" || char === "!" || char === "+") {
-        throw new FilterProblem(`negation and prefix operators are not supported at character ${start + 1}`);
+        throw new FilterProblem(`negation and prefix operators are not supported at character ${start + 1}`, true);
       }
       const colon = word.colon;
       if (colon <= 0) throw new FilterProblem(`expected key:value at character ${start + 1}, found ${JSON.stringify(word.raw)}`);
@@ -293,9 +301,9 @@ function tokenize(text: string): Token[] {
       }
       const value = word.text.slice(colon + 1);
       if (value.startsWith("[") || value.startsWith("{")) {
-        throw new FilterProblem(`range queries are not supported at character ${valueStart + 1}`);
+        throw new FilterProblem(`range queries are not supported at character ${valueStart + 1}`, true);
       }
-      if (word.wildcard) throw new FilterProblem(`wildcards are not supported at character ${valueStart + 1}; quote the value to match * or ? literally`);
+      if (word.wildcard) throw new FilterProblem(`wildcards are not supported at character ${valueStart + 1}; quote the value to match * or ? literally`, true);
       tokens.push({ kind: "term", key, value, at: start });
     }
   }

@@ -80,7 +80,8 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
   let result: StatelessResult;
   try {
     const context = planContext(c, { probeMcpAuth: false });
-    const tools = await serverTools(context, null);
+    // UPSTREAM: the original asks the model with its MCP tools only, no retrieval.
+    const tools = await serverTools(context, null, false);
     const plan = planTurn(context, {
       endpoint: "/v1/infer",
       // Nothing is kept: the request id stands where a conversation would (its transcript's path).

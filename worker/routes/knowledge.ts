@@ -274,6 +274,8 @@ knowledge.post("/v1/files", guard(ACTIONS.manageFiles), async (c) => {
       { signal: upload.signal },
     );
   } catch (error) {
+    // A backend that stopped taking the file leaves the rest of the upload unread.
+    await upload.release();
     // Cutting the stream at the limit fails the backend call too; the cut is the real reason.
     const cut = upload.failure();
     if (cut) throw cut;

@@ -11,6 +11,7 @@ import { routeMissing, routeModel } from "../backends/providers.ts";
 import type { ModelInfo } from "../domain/conversation.ts";
 import { ApiError, errors } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
+import { knowledgeSources, withClientStoreIds } from "../rag/knowledge.ts";
 import { backendError } from "./backend-errors.ts";
 
 const timedOut = (): ApiError => errors.backendUnavailable("The inference backend did not answer in time.");
@@ -58,17 +59,19 @@ export async function startModelCall(
     }
     return backendError(error, params.model);
   };
+  // Store ids go out in the backend's form (tools.ts) and come back in the client's.
+  const translated = knowledgeSources(rt.config).stores.length > 0 ? (event: ResponseStreamEvent) => withClientStoreIds(rt.config, event) : null;
   try {
     const stream = await callModel(rt.backends, route, params, streaming, { signal: call.signal, sent: request.sent });
     if (!streaming) {
       done();
-      return stream;
+      return translated ? mapEvents(stream, translated) : stream;
     }
     return (async function* events() {
       try {
         for await (const event of stream) {
           eventHeld = true;
-          yield event;
+          yield translated ? translated(event) : event;
           eventHeld = false;
           lastEventAt = Date.now();
         }
@@ -85,4 +88,8 @@ export async function startModelCall(
     done();
     throw failure(error);
   }
+}
+
+async function* mapEvents(events: AsyncIterable<ResponseStreamEvent>, map: (event: ResponseStreamEvent) => ResponseStreamEvent): AsyncIterable<ResponseStreamEvent> {
+  for await (const event of events) yield map(event);
 }

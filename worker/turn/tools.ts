@@ -3,14 +3,16 @@
 // registry) unless the client sends its own; with `X-SVC-Merge-Server-Tools: true`, the client's
 // first and then the server's. MCP tools, the server's and the client's, are run by the gateway
 // (tool-loop.ts): the backend receives the others only.
+import { NotFoundError } from "openai";
+import { apiBackend, type Backends } from "../backends/providers.ts";
 import type { Config } from "../config/schema.ts";
 import type { BackendParams } from "../domain/conversation.ts";
 import type { McpServer } from "../domain/mcp.ts";
 import { errors } from "../errors.ts";
 import { clientMcpServer } from "../mcp/servers.ts";
-import { knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
+import { findStore, isPortalStore, knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import type { PlanContext } from "./plan.ts";
-import type { Tool } from "./responses-request.ts";
+import type { Tool, ToolChoice } from "./responses-request.ts";
 
 /** How many results file_search returns to the model (SPEC "Limits": tool RAG chunks). */
 const TOOL_RAG_RESULTS = 10;
@@ -22,6 +24,24 @@ export interface TurnTools {
   mcpServers: McpServer[];
   /** Labels of server-deployed MCP servers: their events stay out of streams (SPEC rule 5). */
   serverMcpLabels: Set<string>;
+}
+
+/**
+ * Refuses the stores a client names that neither the configuration nor the backend has (404), so
+ * that an unknown id is the same answer whether or not the model would have searched (the backend
+ * fails the whole answer when it does). Only ids the configuration does not name cost a lookup.
+ */
+async function checkClientStores(config: Config, backends: Backends, ids: readonly string[]): Promise<void> {
+  const unconfigured = ids.filter((id) => findStore(config, id) === undefined && !isPortalStore(config, id));
+  if (unconfigured.length === 0) return;
+  const { client } = apiBackend(backends, "vector_stores");
+  await Promise.all(
+    unconfigured.map((id) =>
+      client.vectorStores.retrieve(id, { maxRetries: 0 }).catch((error: unknown) => {
+        throw error instanceof NotFoundError ? errors.notFound("Vector store", id) : error;
+      }),
+    ),
+  );
 }
 
 /** The server's file_search tool, over the tool stores (or the request's). */
@@ -37,10 +57,19 @@ export function backendTools(tools: Tool[]): BackendParams {
   return forBackend.length > 0 ? { tools: forBackend as NonNullable<BackendParams["tools"]> } : {};
 }
 
-/** The server's tools for the query endpoints and A2A, which take no tools from the client. */
-export async function serverTools(context: PlanContext, vectorStoreIds?: string[] | null): Promise<{ params: BackendParams; mcpServers: McpServer[] }> {
+/**
+ * The server's tools for the query endpoints and A2A, which take no tools from the client: its
+ * file_search over the knowledge stores (unless `retrieval` is false: /v1/infer, which UPSTREAM's
+ * original runs with MCP tools only) and its MCP servers.
+ */
+export async function serverTools(
+  context: PlanContext,
+  vectorStoreIds?: string[] | null,
+  retrieval = true,
+): Promise<{ params: BackendParams; mcpServers: McpServer[] }> {
+  if (vectorStoreIds) await checkClientStores(context.rt.config, context.rt.backends, vectorStoreIds);
   const servers = await context.mcpServers();
-  return { params: backendTools(serverFileSearch(context.rt.config, vectorStoreIds)), mcpServers: servers.servers };
+  return { params: retrieval ? backendTools(serverFileSearch(context.rt.config, vectorStoreIds)) : {}, mcpServers: servers.servers };
 }
 
 /** The tools of a responses request: the client's (ids translated), the server's, or both merged. */
@@ -60,6 +89,7 @@ export async function resolveTools(context: PlanContext, requested: Tool[] | nul
     return { tools: server.fileSearch, mcpServers: server.servers, serverMcpLabels: new Set(server.servers.map((s) => s.name)) };
   }
 
+  await checkClientStores(config, context.rt.backends, requested.flatMap((tool) => (tool.type === "file_search" ? tool.vector_store_ids : [])));
   const client = requested.map((tool) =>
     tool.type === "file_search" ? { ...tool, vector_store_ids: tool.vector_store_ids.map((id) => toBackendStoreId(config, id)) } : tool,
   );
@@ -83,6 +113,17 @@ export async function resolveTools(context: PlanContext, requested: Tool[] | nul
     mcpServers: [...clientServers(), ...server.servers],
     serverMcpLabels: new Set(server.servers.map((s) => s.name)),
   };
+}
+
+/**
+ * A tool_choice of type `mcp` must name a server of the turn (SPEC "tool_choice"): one that is not
+ * is the client's 422 here, before the turn; its tools are checked once they are listed (tool-loop.ts).
+ */
+export function checkMcpToolChoice(choice: ToolChoice, turnTools: TurnTools): void {
+  if (typeof choice !== "object" || choice.type !== "mcp") return;
+  if (!turnTools.mcpServers.some((server) => server.name === choice.server_label)) {
+    throw errors.invalidValue(`tool_choice: no MCP server '${choice.server_label}' is available to this request`);
+  }
 }
 
 /** The tools as a response shows them: the client's as sent, the server's file_search; client store ids. */
