@@ -15,7 +15,15 @@ export interface QuotaReading extends QuotaState {
 
 export type Admission =
   | { ok: true; /** Tokens left for this turn: the counter minus what other turns reserved. */ admitted: number; created: boolean; nextResetAt: number }
-  | { ok: false; /** What was left for it (never below zero). */ available: number; /** What it needed left. */ needed: number };
+  | {
+      ok: false;
+      /** What was left for it (never below zero). */
+      available: number;
+      /** What it needed left. */
+      needed: number;
+      /** What turns in progress hold (their reservations): back, less what they use, as they end. */
+      held: number;
+    };
 
 /**
  * A reservation lapses after this long if its turn never settles (its conversation's Durable Object
@@ -55,7 +63,7 @@ export class QuotaDO extends DurableObject<Env> {
     const reserved = this.sql.exec<{ total: number | null }>("SELECT SUM(tokens) AS total FROM reservations WHERE id <> ?", reservationId).one().total ?? 0;
     const admitted = reading.available - reserved;
     const wanted = Math.min(needed, limiterCapacity(spec));
-    if (!mine && (admitted <= 0 || admitted < wanted)) return { ok: false, available: Math.max(0, admitted), needed: wanted };
+    if (!mine && (admitted <= 0 || admitted < wanted)) return { ok: false, available: Math.max(0, admitted), needed: wanted, held: reserved };
     if (!mine) this.sql.exec("INSERT INTO reservations (id, tokens, expires_at) VALUES (?, ?, ?)", reservationId, Math.max(1, reserve), now + RESERVATION_TTL_SECONDS);
     return { ok: true, admitted, created: reading.created, nextResetAt: reading.nextResetAt };
   }

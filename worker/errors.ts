@@ -82,6 +82,8 @@ export const errors = {
     ),
   notFound: (resource: string, id: string) =>
     new ApiError(404, `${resource} not found`, `${resource} with ID ${id} does not exist`),
+  /** A stored prompt, or the given version of one: the prompt endpoints and a responses request's `prompt` say the same. */
+  promptNotFound: (id: string, version?: number) => errors.notFound("Prompt", version === undefined ? id : `${id} (version ${version})`),
   modelNotFound: (model: string) => new ApiError(404, "Model not found", `Model with ID ${model} is not configured`),
   routeNotFound: (path: string) => new ApiError(404, "Not found", `No endpoint at ${path}`),
   methodNotAllowed: (method: string, path: string, allowed: string[]) =>
@@ -95,6 +97,13 @@ export const errors = {
   /** An approval sent to a fork, or answering a turn that is no longer the conversation's latest. */
   approvalNotLatest: (id: string) =>
     new ApiError(409, "Approval request is not for the latest turn", `Approval request with ID ${id} can only be answered by continuing the conversation from its latest response`),
+  /** An approved call whose MCP server the approving request does not bring: nothing runs, the approval stays usable. */
+  approvalServerUnavailable: (id: string, server: string) =>
+    new ApiError(
+      422,
+      "Invalid attribute value",
+      `Approval request with ID ${id} approves a call of MCP server '${server}', which this request does not make available (its tools, or the credentials that server needs); send the approval again with that server available`,
+    ),
   promptTooLong: (cause = "The prompt exceeds the maximum allowed length.") => new ApiError(413, "Prompt is too long", cause),
   /** A conversation that has no room for another turn (README "Limits"). */
   conversationFull: (limit: number) =>
@@ -112,6 +121,8 @@ export const errors = {
       { "Retry-After": "1" },
     ),
   quotaExceeded: (cause: string) => new ApiError(429, "The quota has been exceeded", cause),
+  /** Not enough left because turns in progress hold it (their reservations): retried soon, it may pass. */
+  quotaHeld: (cause: string) => new ApiError(429, "The quota has been exceeded", cause, { "Retry-After": "1" }),
   modelQuotaExceeded: (model: string) =>
     new ApiError(429, "The model quota has been exceeded", `token quota for model ${model} exceeded`),
 

@@ -38,6 +38,9 @@
  *                           "Incorrect API key provided: <the bearer token the request carried>".
  *     #drop              -> the connection is cut: non-stream after the status line and half the
  *                           body; stream after the first 2 deltas (no terminal event).
+ *     #end-early         -> stream: the first 2 deltas, then the stream ends cleanly without its
+ *                           terminal event (chat: without finish_reason, with [DONE]); non-stream:
+ *                           as usual.
  *     #stall / #stall=MS -> stream: after the first 2 deltas nothing more is sent for MS (default
  *                           150000), then the rest follows; non-stream: the answer waits MS.
  *     #fail-midstream    -> stream: created, in_progress, message item added, content part added,
@@ -368,7 +371,7 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|end-early|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
@@ -376,6 +379,7 @@ interface Markers {
   stallMs: number;
   badKey: boolean;
   drop: boolean;
+  endEarly: boolean;
   failMidstream: boolean;
   contextTooLong: boolean;
   rateLimit: boolean;
@@ -408,6 +412,7 @@ function readMarkers(text: string): Markers {
     stallMs: stall ? (stall[1] === undefined ? DEFAULT_STALL_MS : Number(stall[1])) : 0,
     badKey: has(text, "bad-key"),
     drop: has(text, "drop"),
+    endEarly: has(text, "end-early"),
     failMidstream: has(text, "fail-midstream"),
     contextTooLong: has(text, "context-too-long"),
     rateLimit: has(text, "rate-limit"),
@@ -849,6 +854,8 @@ export interface Plan {
   stallMs: number;
   /** Cut the connection part-way. */
   drop: boolean;
+  /** Stream: end cleanly after the first 2 deltas, without the terminal event. */
+  endEarly: boolean;
   /** Nothing at all is sent for this long (#late). */
   lateMs: number;
   /** Headers are sent at once, then nothing for this long (#stall-headers). */
@@ -924,6 +931,7 @@ export function planResponse(
     tokenDelayMs: options.tokenDelayMs,
     stallMs: 0,
     drop: false,
+    endEarly: false,
     lateMs: 0,
     headersStallMs: 0,
     garbled: false,
@@ -997,6 +1005,7 @@ export function planResponse(
   plan.tokenDelayMs += markers.slowMs;
   plan.stallMs = markers.stallMs;
   plan.drop = markers.drop;
+  plan.endEarly = markers.endEarly;
   plan.lateMs = markers.lateMs;
   plan.headersStallMs = markers.headersStallMs;
   plan.garbled = markers.garbled;
@@ -1172,6 +1181,10 @@ async function streamResponse(res: ServerResponse, signal: AbortSignal, body: Js
   for (const [index, delta] of deltas.entries()) {
     if (index === 2 && plan.drop) {
       await cutConnection(res);
+      return;
+    }
+    if (index === 2 && plan.endEarly) {
+      stream.end();
       return;
     }
     await pause(index === 0 ? plan.firstDelayMs : index === 2 ? plan.stallMs + plan.tokenDelayMs : plan.tokenDelayMs, signal);

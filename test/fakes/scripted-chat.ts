@@ -170,6 +170,11 @@ async function streamChat(ctx: Context, res: ServerResponse, body: JsonObject, p
       await cutConnection(res);
       return;
     }
+    if (index === 2 && plan.endEarly) {
+      write("[DONE]");
+      res.end();
+      return;
+    }
     await pause(index === 0 ? plan.firstDelayMs : index === 2 ? plan.stallMs + plan.tokenDelayMs : plan.tokenDelayMs, ctx.signal);
     if (index === 2 && plan.garbled) write(`{"id":"${base.id}","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":`);
     if (index === 2 && plan.misshapen) send({ content: 42 as unknown as string });

@@ -159,11 +159,11 @@ describe("streamed answers", () => {
     expect(terminal(refused).response.output_text).toBe("I can't.");
   });
 
-  it("end without a terminal event when the server never said it finished, so the turn reads as cut", async () => {
+  it("end without a terminal event when the server never said it finished, so the turn fails as cut", async () => {
     const events = translate([chunk({ content: "Hello " }), chunk({ content: "the" })]);
     expect(events.at(-1)!.type).toBe("response.output_text.delta");
     const collected = await collect(iterate(events), new AbortController().signal, async () => undefined);
-    expect(collected).toMatchObject({ status: null, text: "Hello the", response: null });
+    expect(collected).toMatchObject({ status: "failed", text: "Hello the", response: null, error: { status: 500, cause: "the inference backend ended its answer before finishing it" } });
   });
 });
 

@@ -1,6 +1,6 @@
 // Compaction through the Worker with a small context window: older turns are summarised once and
 // sent in their place, the stored history stays complete, /v1/streaming_query announces it, a
-// failed summary is an error that changes nothing, and without compaction the turn is a 413.
+// failed summary is an error that changes nothing (told in the stream on /v1/streaming_query), and without compaction the turn is a 413.
 import { describe, expect, inject, it } from "vitest";
 import { callJson, call, echoedRequest, readSse, testConfig } from "./helpers.ts";
 
@@ -85,5 +85,17 @@ describe("compaction", () => {
     const roomy = config({ enabled: false }).replace(`"scripted/parley-small":${WINDOW}`, '"scripted/parley-small":100000');
     const next = await ask({ query: "#echo-request short", conversation_id: id }, roomy, "empty-summary");
     expect(echoedRequest(next.body.response).input.filter((item: { role?: string }) => item.role === "user")).toHaveLength(kept + 1);
+
+    // /v1/streaming_query tells it in its stream, as the original does: start, compaction, the error.
+    const streamed = await call("/v1/streaming_query", { json: { query: question(9), conversation_id: id }, config: enabled, user: "empty-summary" });
+    expect(streamed.status).toBe(200);
+    const events = (await readSse(streamed)).map((e) => e.data as { event: string; data: Record<string, unknown> });
+    expect(events.map((e) => e.event)).toEqual(["start", "compaction", "error"]);
+    expect(events[0]!.data.conversation_id).toBe(id);
+    expect(events[2]!.data).toMatchObject({ status_code: 500, response: "Internal server error" });
+    expect(String(events[2]!.data.cause)).toContain("empty summary");
+    // Nothing was recorded of it.
+    const after = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { config: enabled, user: "empty-summary" });
+    expect(after.body.chat_history).toHaveLength(kept + 1);
   });
 });

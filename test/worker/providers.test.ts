@@ -112,6 +112,25 @@ describe("two providers, one down", () => {
   });
 });
 
+describe("the default backend down, another provider up", () => {
+  it("answers SPEC's 503 for the default backend's models, named or by default, not 404", async () => {
+    const config = testConfig({
+      inference_backend: { url: DOWN_URL },
+      inference: { default_provider: "scripted", default_model: "scripted/parley-small", providers: [{ type: "scripted" }, ollama()] },
+    });
+    const send = async (json: unknown) => {
+      const request = new Request("http://parley.test/v1/query", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(json) });
+      const response = await worker.fetch(request, { ...env, PARLEY_CONFIG: config, OLLAMA_KEY: KEY } as Env, createExecutionContext());
+      return { status: response.status, body: (await response.json()) as { detail?: { response: string } } };
+    };
+    for (const body of [{ query: "by default" }, { query: "named", model: "parley-small", provider: "scripted" }]) {
+      const answer = await send(body);
+      expect([answer.status, answer.body.detail?.response]).toEqual([503, "Unable to connect to the inference backend"]);
+    }
+    expect((await send({ query: "the other provider", model: "parley-small", provider: "ollama" })).status).toBe(200);
+  });
+});
+
 describe("two providers, one down, through the Worker's endpoints", () => {
   const config = testConfig({ inference: { providers: [ollama(), { type: "remote", extra: { url: DOWN_URL, wire: "chat" } }] } });
   async function send(path: string, json?: unknown) {

@@ -47,6 +47,20 @@ describe("token quotas", () => {
     expect(second.body.detail?.cause).toMatch(/^User sven has \d+ tokens, but 50 tokens are needed$/);
   });
 
+  it("says when what is missing is held by answers in progress, with Retry-After", async () => {
+    // A turn reserves its estimate plus 1024 tokens for its answer until it ends.
+    const config = withLimiters([limiter({ name: "u_held", initial_quota: 1110 })]);
+    const slow = ask(config, "hana", "#slow=600 a long answer");
+    await sleep(300);
+    const refused = await call("/v1/query", { json: { query: "meanwhile" }, user: "hana", config });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("Retry-After")).toBe("1");
+    const body = (await refused.json()) as Answer;
+    expect(body.detail?.cause).toMatch(/^User hana has \d+ tokens, but \d+ tokens are needed: \d+ are held by answers in progress; try again once they end$/);
+    expect((await slow).status).toBe(200);
+    expect((await ask(config, "hana", "afterwards")).status).toBe(200);
+  });
+
   it("shares the cluster limiter across users", async () => {
     const config = withLimiters([limiter({ type: "cluster_limiter", name: "cluster_shared", initial_quota: 100 })]);
     expect((await ask(config, "sam")).status).toBe(200);

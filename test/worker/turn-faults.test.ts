@@ -114,6 +114,26 @@ describe("a backend whose answer is JSON of the wrong shape", () => {
   });
 });
 
+describe("a backend whose stream ends before its answer does", () => {
+  // A clean end of the stream without the terminal event (response.completed; a chat stream's finish_reason).
+  it("fails the turn on every streaming endpoint, records none of it, and the conversation goes on", async () => {
+    const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before" }, user: "end-early" });
+    const id = first.body.conversation_id;
+    const events = await queryEvents(await call("/v1/streaming_query", { json: { query: "one two three four #end-early", conversation_id: id }, user: "end-early" }));
+    expect(events.filter((event) => event.event === "token")).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 500, response: "Internal server error", cause: expect.stringContaining("ended its answer before finishing it") } });
+
+    const stream = (await readSse(await call("/v1/responses", { json: { input: "one two three #end-early", stream: true, conversation: `conv_${id}` }, user: "end-early" }))).map((event) => event.data);
+    expect(stream.at(-1)).toBe("[DONE]");
+    expect(stream.at(-2)).toMatchObject({ type: "response.failed", response: { status: "failed" } });
+
+    const next = await callJson<{ response: string }>("/v1/query", { json: { query: "after", conversation_id: id }, user: "end-early" });
+    expect(next.body.response).toBe("[user_turns=2] You said: after");
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { user: "end-early" });
+    expect(detail.body.chat_history).toHaveLength(2);
+  });
+});
+
 describe("a backend that answers a streamed call in JSON", () => {
   it("answers 500 saying so (nothing was streamed yet), and the conversation goes on", async () => {
     const config = testConfig();

@@ -63,8 +63,12 @@ export async function admitQuotas(env: Env, counters: QuotaCounter[], reservatio
   if (refused >= 0) {
     await settleQuotas(env, counters.filter((_, index) => results[index]!.ok), reservationId, 0);
     const counter = counters[refused]!;
-    const { available: left, needed: wanted } = results[refused] as Extract<Admission, { ok: false }>;
+    const { available: left, needed: wanted, held } = results[refused] as Extract<Admission, { ok: false }>;
     const who = counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
+    // Tokens that turns in progress hold come back as they end: worth a retry soon, unlike a spent quota.
+    if (held > 0 && left + held >= wanted) {
+      return errors.quotaHeld(`${who} has ${left} tokens, but ${wanted} tokens are needed: ${held} are held by answers in progress; try again once they end`);
+    }
     return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${wanted} tokens are needed`);
   }
   const admitted: AvailableQuotas = {};

@@ -77,6 +77,12 @@ export async function collect(
       result.error = backendError(error);
     }
   }
+  // A stream that ended without its terminal event (not cut by us): the answer is not whole, and a
+  // failed turn is no turn, as when the connection breaks.
+  if (result.status === null && !signal.aborted) {
+    result.status = "failed";
+    result.error = errors.internal("the inference backend ended its answer before finishing it");
+  }
   if (result.response) {
     result.text = responseText(result.response) || result.text;
     const usage = result.response.usage;

@@ -16,9 +16,10 @@ import { openStore } from "../storage/open-store.ts";
 import type { ConversationRecord } from "../storage/store.ts";
 import { conversationOfRequest, newConversationId, newResponseId } from "./conversation-id.ts";
 import { failedAnswer, reportedUsage, type Collected } from "./collect.ts";
-import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type OpenAnswer, type PreparedTurn } from "./run.ts";
+import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type ChosenModel, type OpenAnswer, type PreparedTurn } from "./run.ts";
 import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
 import { EVENT_LINES, presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
+import { unrunnableApproval } from "./tool-loop.ts";
 import { generateTopicSummary } from "./topic-summary.ts";
 
 /** The abort reason of an interrupt (POST /v1/streaming_query/interrupt, A2A tasks/cancel). */
@@ -109,6 +110,47 @@ function eventChannel(presenter: TurnPresenter, gone: () => void, stopped: Abort
       await writer.close().catch(() => undefined);
     },
   };
+}
+
+/** The result of a turn that failed without an answer, charged `tokens`. */
+function failedResult(plan: TurnPlan, error: ApiError, tokens: number, availableQuotas: TurnResult["availableQuotas"]): TurnResult {
+  return {
+    status: "failed",
+    response: null,
+    text: "",
+    inputTokens: tokens,
+    outputTokens: 0,
+    summary: { user: plan.userText, assistant: "", tool_calls: [], tool_results: [] },
+    error: wire(error),
+    availableQuotas,
+    ragChunks: [],
+    referencedDocuments: [],
+  };
+}
+
+/** What a started turn's caller learns first: where it runs, its ids and its model. */
+function turnHead(plan: TurnPlan, model: ChosenModel, inlineChunks: TurnHead["inlineChunks"]): TurnHead {
+  return {
+    conversationId: plan.conversationId,
+    requestId: plan.requestId,
+    responseId: newResponseId(plan.conversationId),
+    model: model.model,
+    modelRequested: model.requested,
+    inlineChunks,
+  };
+}
+
+/**
+ * A streamed turn whose compaction failed before its model call: its stream says so (start,
+ * compaction, then the error) and ends; nothing is recorded or charged.
+ */
+function failedStream(plan: TurnPlan, model: ChosenModel, error: ApiError): TurnStart {
+  const head = turnHead(plan, model, []);
+  const lines = eventChannel(plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES, () => undefined, new AbortController().signal);
+  void lines.send({ type: "compaction", conversationId: plan.conversationId });
+  void lines.send({ type: "finished", result: failedResult(plan, error, 0, {}) });
+  void lines.close();
+  return { ok: true, head, events: lines.readable };
 }
 
 /** The abort reason of a stream whose reader went away, or whose client disconnected. */
@@ -273,7 +315,8 @@ export class ConversationDO extends ConversationDurableObject {
     let compacted = false;
     if (window !== undefined && compactionDue(rt.config.compaction, window, estimateTokens(inputBytes))) {
       const result = await compact(rt, model.model, this.turns(), summary, window, estimateTokens(ownBytes));
-      if (result instanceof ApiError) return refuse(result);
+      // streaming_query's client is told in its stream, as the original's is (UPSTREAM "Compaction").
+      if (result instanceof ApiError) return plan.endpoint === "/v1/streaming_query" ? failedStream(plan, model, result) : refuse(result);
       if (result) {
         this.setMeta("summary", JSON.stringify(result.summary));
         history = result.history;
@@ -320,6 +363,8 @@ export class ConversationDO extends ConversationDurableObject {
     try {
       const checked = plan.approvals.length > 0 ? this.checkApprovals(plan.approvals, userId) : { ok: true as const, decisions: [] };
       if (!checked.ok) throw approvalError(checked);
+      const unrunnable = unrunnableApproval(checked.decisions, plan.mcp?.servers ?? []);
+      if (unrunnable) throw errors.approvalServerUnavailable(unrunnable.request.id, unrunnable.request.serverLabel);
       prepared = await prepareTurn(rt, plan, model);
       if (legacyStream) await this.registerLegacyStream(rt, plan);
       answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: () => marker.after(plan.streaming ? 0 : JSON_MARKER_DELAY_MS) }, {
@@ -338,14 +383,7 @@ export class ConversationDO extends ConversationDurableObject {
     }
     if (prepared.verdict) recordValidationError(this.env, this.ctx, plan.endpoint);
     const ready = prepared;
-    const head: TurnHead = {
-      conversationId: plan.conversationId,
-      requestId,
-      responseId: newResponseId(plan.conversationId),
-      model: model.model,
-      modelRequested: model.requested,
-      inlineChunks: ready.retrieval.chunks,
-    };
+    const head = turnHead(plan, model, ready.retrieval.chunks);
     let besideAnswer: Promise<string | null> | null = null;
 
     /** What the turn records, and what it reports. Throws when the turn could not be recorded. */
@@ -399,18 +437,7 @@ export class ConversationDO extends ConversationDurableObject {
         log.error(`conversation turn ${requestId} could not be recorded`, error);
         this.failRunning(requestId);
         const estimate = estimateTokens(inputBytes);
-        return {
-          status: "failed",
-          response: null,
-          text: "",
-          inputTokens: estimate,
-          outputTokens: 0,
-          summary: { user: plan.userText, assistant: "", tool_calls: [], tool_results: [] },
-          error: wire(errors.internal("the answer could not be recorded")),
-          availableQuotas: remaining(admission.admitted, estimate),
-          ragChunks: [],
-          referencedDocuments: [],
-        };
+        return failedResult(plan, errors.internal("the answer could not be recorded"), estimate, remaining(admission.admitted, estimate));
       } finally {
         this.running.delete(requestId);
         release();

@@ -62,12 +62,17 @@ export async function chooseModel(
 ): Promise<ModelChoice> {
   const listing = await listProviderModels(rt.backends);
   const models = usableModels(listing);
-  /** A model that is not listed: SPEC's 503 when the provider it names is down (nothing of it could be listed), else 404. */
+  /**
+   * A model that is not listed: SPEC's 503 when the backend serving the provider it names is down
+   * (nothing of it could be listed), else 404. A provider without an endpoint of its own, or no
+   * provider at all, is the default backend's (inference_backend).
+   */
   const missing = (provider: string | undefined, name: string) => {
     const slash = name.indexOf("/");
     const owner = provider ?? (slash > 0 ? name.slice(0, slash) : undefined);
-    const down = owner === undefined ? undefined : listing.providers.find((listed) => listed.cause !== null && listed.backend.id === owner);
-    return down ? backendError(down.error) : errors.modelNotFound(provider ? `${provider}/${name}` : name);
+    const serving = listing.providers.find((listed) => !listed.backend.isDefault && listed.backend.id === owner) ?? listing.providers.find((listed) => listed.backend.isDefault);
+    if (serving && serving.cause !== null) return backendError(serving.error);
+    return errors.modelNotFound(provider && !name.startsWith(`${provider}/`) ? `${provider}/${name}` : name);
   };
   if (request.model) {
     const found = findModel(models, request.provider, request.model);
