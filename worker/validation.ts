@@ -1,7 +1,8 @@
 // Request-body validation: every failure is a 422 in SPEC's envelope, never a 500.
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import type { z } from "zod";
-import { errors, type ApiError } from "./errors.ts";
+import { ApiError, errors } from "./errors.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
@@ -25,6 +26,32 @@ export async function readText(c: Context): Promise<string> {
   } catch {
     throw errors.invalidFormat("the request body is not valid UTF-8");
   }
+}
+
+/**
+ * Refuses a request body over `maxBytes` with SPEC's 413 before the route reads it: by its
+ * Content-Length, or, for a body without one (chunked), by counting it as it is read here. A body
+ * that breaks off while being counted is the client's 422, not a 500.
+ */
+export function requestBodyLimit(maxBytes: number): MiddlewareHandler {
+  const limit = bodyLimit({
+    maxSize: maxBytes,
+    onError: () => {
+      throw errors.promptTooLong(`The request exceeds the maximum size of ${maxBytes} bytes.`);
+    },
+  });
+  return async (c, next) => {
+    let reached = false;
+    try {
+      return await limit(c, () => {
+        reached = true;
+        return next();
+      });
+    } catch (error) {
+      if (reached || error instanceof ApiError) throw error;
+      throw errors.invalidFormat("the request body could not be read");
+    }
+  };
 }
 
 /** Parses a JSON text no deeper than MAX_JSON_DEPTH; a 422 Invalid request format otherwise. */
@@ -116,7 +143,17 @@ export function validationError(error: z.ZodError): ApiError {
   if (error.issues.length === 1 && error.issues[0]!.code === "invalid_type" && error.issues[0]!.path.length === 0) {
     return errors.invalidFormat("request body must be a JSON object");
   }
-  const cause = error.issues
+  // One cause per field: its checks all run, and an empty string that is "too small" need not also be
+  // "empty or whitespace-only". Issues of the body itself (unknown fields, cross-field rules) all stay.
+  const seen = new Set<string>();
+  const firstPerField = error.issues.filter((issue) => {
+    if (issue.path.length === 0) return true;
+    const key = JSON.stringify(issue.path);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  const cause = firstPerField
     .map((issue) => {
       const path = issue.path.join(".");
       if (issue.code === "unrecognized_keys") return `unknown field(s): ${issue.keys.map((k) => (path ? `${path}.${k}` : k)).join(", ")}`;

@@ -253,7 +253,7 @@ describe("feedback status", () => {
     expect((await callJson("/v1/feedback/status", { config: noStorage })).body).toMatchObject({ status: { enabled: false } });
   });
 
-  it("GET needs authentication only; PUT needs the admin action", async () => {
+  it("GET needs no authentication (UPSTREAM §8); PUT needs the admin action", async () => {
     const rules = testConfig({
       user_data_collection: { feedback_enabled: true, feedback_storage: STORAGE },
       authorization: { access_rules: [{ role: "*", actions: ["feedback"] }] },
@@ -266,6 +266,7 @@ describe("feedback status", () => {
       user_data_collection: { feedback_enabled: true, feedback_storage: STORAGE },
       authentication: { module: "jwk-token", jwk_config: { url: "http://127.0.0.1:9/jwks.json" } },
     });
-    expect((await call("/v1/feedback/status", { config: withJwk })).status).toBe(401);
+    expect((await call("/v1/feedback/status", { config: withJwk })).status).toBe(200);
+    expect((await call("/v1/feedback/status", { method: "PUT", config: withJwk, json: { status: false } })).status).toBe(401);
   });
 });

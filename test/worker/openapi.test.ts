@@ -120,7 +120,7 @@ describe("GET /openapi.json", () => {
     const responses = components.schemas.ResponsesRequest!;
     expect(responses.required).toEqual(["input"]);
     expect(JSON.stringify(responses)).toContain('"$ref":"#/components/schemas/InputItem"');
-    expect(paths["/v1/models"]!.get!.parameters).toEqual([{ name: "model_type", in: "query", required: false, schema: { type: "string", minLength: 1 } }]);
+    expect(paths["/v1/models"]!.get!.parameters).toEqual([{ name: "model_type", in: "query", required: false, schema: { type: "string" } }]);
     expect(paths["/v1/files"]!.post!.requestBody).toMatchObject({ content: { "multipart/form-data": { schema: { $ref: "#/components/schemas/FileUpload" } } } });
   });
 

@@ -12,6 +12,8 @@ describe("service endpoints with the bundled configuration", () => {
   it("filters models by model_type, unknown types give an empty list", async () => {
     expect((await callJson<{ models: unknown[] }>("/v1/models?model_type=embedding")).body.models).toHaveLength(1);
     expect((await callJson<{ models: unknown[] }>("/v1/models?model_type=nothing")).body.models).toEqual([]);
+    // An empty filter is a type no model has, not a malformed request (REFERENCE "Small resources").
+    expect(await callJson<{ models: unknown[] }>("/v1/models?model_type=")).toEqual({ status: 200, body: { models: [] } });
   });
 
   it("answers info, liveness, readiness and the landing page", async () => {

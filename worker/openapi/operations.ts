@@ -427,7 +427,7 @@ function promptOperations(): Operation[] {
         access: ACTIONS.managePrompts,
         body: { schema: "PromptCreateRequest" },
         success: { description: "The prompt, version 1", content: json("PromptResource") },
-        errors: [422],
+        errors: [413, 422],
       },
     );
   }
@@ -452,7 +452,7 @@ function promptOperations(): Operation[] {
       params: { prompt_id: PROMPT_ID },
       body: { schema: "PromptUpdateRequest" },
       success: { description: "The new version", content: json("PromptResource") },
-      errors: [400, 404, 422],
+      errors: [400, 404, 413, 422],
     },
     {
       method: "delete",
@@ -468,25 +468,24 @@ function promptOperations(): Operation[] {
 }
 
 function a2aOperations(): Operation[] {
-  const card = (path: string): Operation => ({
+  const card = (path: string, access: Operation["access"]): Operation => ({
     method: "get",
     path,
     tag: "A2A",
     summary: "The agent card",
-    access: "public",
+    access,
     success: { description: "The card", content: json("AgentCard") },
   });
   return [
-    card("/.well-known/agent-card.json"),
-    card("/.well-known/agent.json"),
-    card("/a2a"),
+    card("/.well-known/agent-card.json", "public"),
+    card("/.well-known/agent.json", "public"),
+    card("/a2a", ACTIONS.a2a),
     {
       method: "get",
       path: "/a2a/health",
       tag: "A2A",
       summary: "A2A health",
-      access: null,
-      skippable: "health_probes",
+      access: "public",
       success: { description: "Healthy", content: json("A2AHealth") },
     },
     {
@@ -698,7 +697,7 @@ function mcpOperations(): Operation[] {
       access: ACTIONS.registerMcpServer,
       body: { schema: "McpServerRegistrationRequest" },
       success: { status: 201, description: "Registered", content: json("McpServerRegistrationResponse") },
-      errors: [409, 422],
+      errors: [409, 413, 422],
     },
     {
       method: "delete",
@@ -731,7 +730,7 @@ function feedbackOperations(): Operation[] {
       path: "/v1/feedback/status",
       tag: "Feedback",
       summary: "Whether feedback is accepted",
-      access: null,
+      access: "public",
       success: { description: "The switch", content: json("FeedbackStatus") },
     },
     {

@@ -1,7 +1,7 @@
 // Feedback (SPEC "Feedback record", UPSTREAM "POST /v1/feedback", "Feedback status"):
 // POST /v1/feedback and the unversioned POST /feedback store a user's feedback on an answer;
-// GET /v1/feedback/status reads whether feedback is accepted and PUT /v1/feedback/status (admin)
-// switches it for every instance (see worker/data/feedback-switch.ts).
+// GET /v1/feedback/status (public) reads whether feedback is accepted and PUT
+// /v1/feedback/status (admin) switches it for every instance (see worker/data/feedback-switch.ts).
 import { Hono, type MiddlewareHandler } from "hono";
 import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
@@ -60,7 +60,8 @@ for (const path of ["/v1/feedback", "/feedback"]) {
   });
 }
 
-feedback.get("/v1/feedback/status", guard(null), async (c) => {
+// Public, as in the original system (UPSTREAM §8, SPEC action "none"): it tells only whether feedback is on.
+feedback.get("/v1/feedback/status", async (c) => {
   const enabled = await feedbackEnabled(c.get("store").settings, c.get("rt").config.user_data_collection);
   return c.json({ functionality: "feedback", status: { enabled } });
 });

@@ -10,7 +10,7 @@ import { guard } from "../middleware.ts";
 import type { PromptRecord, Store } from "../storage/store.ts";
 import { checkTemplate } from "../turn/prompt-template.ts";
 import { randomHex } from "../turn/conversation-id.ts";
-import { parseWith, readJson } from "../validation.ts";
+import { parseWith, readJson, requestBodyLimit } from "../validation.ts";
 
 export const prompts = new Hono<AppEnv>();
 
@@ -45,6 +45,16 @@ export const VersionQuerySchema = z.object({
     .pipe(z.int("must be a positive integer"))
     .optional(),
 });
+
+/**
+ * The largest request body that creates or updates a prompt (1 MiB, README "Limits"). A prompt's
+ * version is one row, which hosted D1 caps at 2,000,000 bytes (string or row): its text and
+ * variables, decoded and stored, take no more bytes than the JSON that carried them, so every
+ * store holds what this lets through. Larger is 413 before anything is written.
+ */
+export const MAX_PROMPT_REQUEST_BYTES = 1024 * 1024;
+
+const promptBodyLimit = () => requestBodyLimit(MAX_PROMPT_REQUEST_BYTES);
 
 function promptResource(record: PromptRecord) {
   return {
@@ -81,7 +91,7 @@ for (const path of ["/v1/prompts", "/v1/prompts/"]) {
     return c.json({ data: records.map(promptResource) });
   });
 
-  prompts.post(path, guard(ACTIONS.managePrompts), async (c) => {
+  prompts.post(path, guard(ACTIONS.managePrompts), promptBodyLimit(), async (c) => {
     const body = await readJson(c, CreateSchema);
     const variables = body.variables ?? [];
     checkTemplate(body.prompt, variables);
@@ -94,11 +104,11 @@ prompts.get("/v1/prompts/:prompt_id", guard(ACTIONS.readPrompts), async (c) => {
   const id = pathPromptId(c);
   const { version } = parseWith(VersionQuerySchema, { version: c.req.query("version") });
   const record = await c.get("store").prompts.get(id, version);
-  if (!record) throw errors.notFound("Prompt", version === undefined ? id : `${id} (version ${version})`);
+  if (!record) throw errors.promptNotFound(id, version);
   return c.json(promptResource(record));
 });
 
-prompts.put("/v1/prompts/:prompt_id", guard(ACTIONS.managePrompts), async (c) => {
+prompts.put("/v1/prompts/:prompt_id", guard(ACTIONS.managePrompts), promptBodyLimit(), async (c) => {
   const id = pathPromptId(c);
   const body = await readJson(c, UpdateSchema);
   const store = c.get("store");
@@ -116,7 +126,7 @@ prompts.put("/v1/prompts/:prompt_id", guard(ACTIONS.managePrompts), async (c) =>
     variables: body.variables ?? undefined,
     setAsDefault: body.set_as_default !== false,
   });
-  if (result === "not_found") throw errors.notFound("Prompt", id);
+  if (result === "not_found") throw errors.promptNotFound(id);
   if (result === "version_conflict") throw errors.promptVersionConflict(id, body.version, await latestVersion(store, id));
   return c.json(promptResource(result));
 });

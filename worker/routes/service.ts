@@ -27,14 +27,15 @@ service.get("/v1/info", guard(ACTIONS.info), async (c) => {
 });
 
 // Not strict: under the noop modules the caller names itself with ?user_id=, which is not this route's.
-export const modelsQuery = z.object({ model_type: z.string().min(1).optional() });
+// An empty model_type is a type like any unknown one (REFERENCE: it gives []), not a malformed query.
+export const modelsQuery = z.object({ model_type: z.string().optional() });
 
 service.get("/v1/models", guard(ACTIONS.models), async (c) => {
   const { model_type } = parseWith(modelsQuery, c.req.query());
   const rt = c.get("rt");
   const listing = await listProviderModels(rt.backends, { fresh: true });
   const usable = usableModels(listing);
-  const models = model_type ? usable.filter((m) => m.model_type === model_type) : usable;
+  const models = model_type === undefined ? usable : usable.filter((m) => m.model_type === model_type);
   // Extension, with several backends: which provider answered (a provider that is down lists nothing).
   return c.json({ models, ...(rt.backends.all.length > 1 ? { providers: healthOf(listing) } : {}) });
 });

@@ -1,10 +1,8 @@
 // What every turn endpoint shares: the context its turns are planned in, the size limit of a turn's
 // request, and its answer sent as a streamed body.
 import type { Context, MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
-import { ApiError, errors } from "../errors.ts";
 import { userMay, userMayActOnOthers } from "../middleware.ts";
 import type { Config } from "../config/schema.ts";
 import { sendSplunkEvent, type SplunkEvent } from "../data/splunk.ts";
@@ -12,6 +10,7 @@ import { probeMcpAuth } from "../mcp/oauth-probe.ts";
 import type { RequestMcpServers } from "../mcp/servers.ts";
 import type { PlanContext } from "../turn/plan.ts";
 import type { TurnClient } from "../turn/turn-client.ts";
+import { requestBodyLimit } from "../validation.ts";
 import { serversOfRequest } from "./mcp.ts";
 
 /**
@@ -22,25 +21,7 @@ import { serversOfRequest } from "./mcp.ts";
 export const MAX_TURN_REQUEST_BYTES = 2 * 1024 * 1024;
 
 export function turnBodyLimit(): MiddlewareHandler<AppEnv> {
-  const limit = bodyLimit({
-    maxSize: MAX_TURN_REQUEST_BYTES,
-    onError: () => {
-      throw errors.promptTooLong(`The request exceeds the maximum size of ${MAX_TURN_REQUEST_BYTES} bytes.`);
-    },
-  });
-  // A body without a length (chunked) is read here to count it: one that breaks off is the client's 422, not a 500.
-  return async (c, next) => {
-    let reached = false;
-    try {
-      return await limit(c, () => {
-        reached = true;
-        return next();
-      });
-    } catch (error) {
-      if (reached || error instanceof ApiError) throw error;
-      throw errors.invalidFormat("the request body could not be read");
-    }
-  };
+  return requestBodyLimit(MAX_TURN_REQUEST_BYTES);
 }
 
 /**
