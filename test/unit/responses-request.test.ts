@@ -209,6 +209,13 @@ describe("conversation context", () => {
     expect(accepted(withInput({ previous_response_id: "resp_1" })).previous_response_id).toBe("resp_1");
   });
 
+  it("takes the conversation as the openai SDK's object form {id} too, and refuses one without an id", () => {
+    expect(accepted(withInput({ conversation: { id: "conv_" + "a".repeat(48) } })).conversation).toBe("conv_" + "a".repeat(48));
+    expectRejected(withInput({ conversation: { id: "" } }), "conversation: id: must not be empty");
+    expect(rejected(withInput({ conversation: {} })).response).toBe("Missing required attributes");
+    expectRejected(withInput({ conversation: 42 }), "conversation");
+  });
+
   it("rejects both together, naming both fields", () => {
     const error = expectRejected(withInput({ conversation: "a".repeat(48), previous_response_id: "resp_1" }), "conversation", "previous_response_id");
     expect(error.response).toBe("Invalid attribute value");

@@ -21,13 +21,17 @@ describe("POST /v1/responses with the openai client", () => {
 
     const second = await openai.responses.create({ model: "scripted/parley-small", input: "again", conversation: first.conversation } as never);
     expect(second.output_text).toBe("[user_turns=2] You said: again");
+    // The SDK's object form of the same.
+    const byObject = await openai.responses.create({ input: "by object", conversation: { id: first.conversation } });
+    expect(byObject.output_text).toBe("[user_turns=3] You said: by object");
+    expect((byObject as unknown as WithExtensions).conversation).toBe(first.conversation);
     const normalized = first.conversation.slice(5);
     const third = await openai.responses.create({ input: "third", conversation: normalized } as never);
-    expect(third.output_text).toBe("[user_turns=3] You said: third");
+    expect(third.output_text).toBe("[user_turns=4] You said: third");
     expect(third.model).toBe("parley-small");
 
     const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${normalized}`, { user: "olivia" });
-    expect(detail.body.chat_history).toHaveLength(3);
+    expect(detail.body.chat_history).toHaveLength(4);
   });
 
   it("continues by previous_response_id, and forks from an older response", async () => {

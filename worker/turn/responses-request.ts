@@ -354,7 +354,10 @@ export const ResponsesRequestSchema = z
       "a non-empty string or an array of input items",
     ),
     model: optional(nonEmpty()),
-    conversation: optional(nonEmpty()),
+    // The official clients also take the object form {id} (the openai SDK's ResponseCreateParams).
+    conversation: optional(
+      either(nonEmpty(), z.looseObject({ id: nonEmpty() }).transform((conversation) => conversation.id), isPlainObject, "a conversation id, or an object with its id"),
+    ),
     previous_response_id: optional(nonEmpty()),
     include: optional(z.array(z.enum(INCLUDE_VALUES))),
     instructions: optional(z.string()),
