@@ -287,6 +287,43 @@ describe("questions larger than the model or the storage take", () => {
     expect(await backendSaw(marker)).toBe(0);
   });
 
+  it("reads out a refused body sent without a length before answering 413, so a client still sending gets the answer", async () => {
+    // 10 MiB in 64 KiB chunks, counting what the gateway pulled: all of it by the time the 413 is out.
+    const chunk = new TextEncoder().encode("x".repeat(64 * 1024));
+    const total = 160;
+    let pulled = 0;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"query":"'));
+      },
+      pull(controller) {
+        if (pulled === total) {
+          controller.enqueue(new TextEncoder().encode('"}'));
+          controller.close();
+          return;
+        }
+        pulled += 1;
+        controller.enqueue(chunk);
+      },
+    });
+    const response = await callJson<{ detail: Json }>("/v1/query", { body, headers: { "Content-Type": "application/json" }, user: "size" });
+    expect(response.status).toBe(413);
+    expect(response.body.detail).toEqual({ response: "Prompt is too long", cause: "The request exceeds the maximum size of 2097152 bytes." });
+    expect(pulled).toBe(total);
+
+    // One that never ends is read only so far (64 MiB), then let go.
+    let endless = 0;
+    const neverEnds = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        endless += 1;
+        controller.enqueue(chunk);
+      },
+    });
+    expect((await call("/v1/query", { body: neverEnds, headers: { "Content-Type": "application/json" }, user: "size" })).status).toBe(413);
+    expect(endless * chunk.byteLength).toBeGreaterThan(64 * 1024 * 1024);
+    expect(endless * chunk.byteLength).toBeLessThan(66 * 1024 * 1024);
+  });
+
   it("refuses input beyond the model's context window with 413, without calling it", async () => {
     const config = testConfig({ inference: { context_windows: { "scripted/parley-small": 50 } } });
     const marker = `window-${crypto.randomUUID()}`;
