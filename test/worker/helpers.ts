@@ -30,6 +30,13 @@ function speakingChat(config: Json): Json {
 /** The wire the tests' default backend speaks. */
 export const wireMode = () => inject("wireMode");
 
+/** The scripted backend's record of requests whose path ends with `suffix` and whose JSON body matches. */
+export async function backendRequests<Body = Record<string, unknown>>(suffix: string, match: (body: Body) => boolean): Promise<Array<{ method: string; path: string; body: Body }>> {
+  const root = inject("backendUrl").replace(/\/v1$/, "");
+  const all = (await (await fetch(`${root}/__requests`)).json()) as Array<{ method: string; path: string; body: Body | null }>;
+  return all.filter((entry) => entry.path.endsWith(suffix) && entry.body !== null && match(entry.body)) as Array<{ method: string; path: string; body: Body }>;
+}
+
 function merge(base: Json, overrides: Json): Json {
   const out: Json = { ...base };
   for (const [key, value] of Object.entries(overrides)) {

@@ -7,7 +7,7 @@ import { parseSolr } from "../../worker/rag/solr.ts";
 import { rerank } from "../../worker/rag/rerank.ts";
 import { fileSearchDocuments, inlineRetrieval, withContext, type RagChunk } from "../../worker/rag/retrieval.ts";
 import { loadRuntime, type Runtime } from "../../worker/runtime.ts";
-import { call, callJson, testConfig } from "./helpers.ts";
+import { backendRequests, call, callJson, testConfig } from "./helpers.ts";
 
 interface ErrorBody {
   detail: { response: string; cause: string };
@@ -15,7 +15,6 @@ interface ErrorBody {
 type Json = Record<string, unknown>;
 
 const PORTAL_PAGE = "openshift/4.18/installing/bare-metal";
-const backendRoot = () => inject("backendUrl").replace(/\/v1$/, "");
 
 const byokDocs = { rag_id: "docs", vector_db_id: "vs_docs", db_path: "/x", score_multiplier: 2 };
 const config = testConfig({
@@ -28,12 +27,6 @@ async function runtimeFor(configText: string): Promise<Runtime> {
   const result = await loadRuntime({ ...env, PARLEY_CONFIG: configText });
   if (!result.ok) throw new Error(result.problems.join("; "));
   return result.runtime;
-}
-
-/** The scripted backend's record of requests whose path ends with `suffix` and whose body matches. */
-async function backendRequests(suffix: string, match: (body: Json) => boolean): Promise<Array<{ method: string; body: Json }>> {
-  const all = (await (await fetch(`${backendRoot()}/__requests`)).json()) as Array<{ method: string; path: string; body: Json | null }>;
-  return all.filter((entry) => entry.path.endsWith(suffix) && entry.body !== null && match(entry.body)) as Array<{ method: string; body: Json }>;
 }
 
 const summary = (chunks: RagChunk[]) => chunks.map((chunk) => [chunk.source, chunk.attributes.document_id]);

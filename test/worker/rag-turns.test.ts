@@ -2,7 +2,7 @@
 // the model's own searches, and how both reach clients (rag_chunks, referenced_documents, and
 // file_search_call items in the responses format).
 import { describe, expect, it } from "vitest";
-import { call, callJson, echoedRequest, openaiClient, readSse, testConfig, wireMode } from "./helpers.ts";
+import { backendRequests, call, callJson, echoedRequest, openaiClient, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const inline = testConfig({
   byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
@@ -116,6 +116,47 @@ describe("tool retrieval", () => {
     // The configured ids (either form), and a store made on the backend, are taken.
     const made = await callJson<{ id: string }>("/v1/vector-stores", { json: { name: "made by a client" }, user: "rhea", config: tool });
     expect((await callJson("/v1/query", { json: { query: "#file-search quota", vector_store_ids: ["docs", "vs_docs", made.body.id] }, user: "rhea", config: tool })).status).toBe(200);
+  });
+
+  it("searches the portal under chunk_filter_query, in a tool of its own; not at all when that filter cannot be expressed", async () => {
+    const portal = (chunk_filter_query: string) =>
+      testConfig({
+        byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
+        portal: { portal_url: "https://portal.example.com", chunk_filter_query },
+        rag: { inline: [], tool: ["docs", "okp"] },
+      });
+    const product = { type: "eq", key: "product", value: "openshift" };
+    /** The file_search tools the model was offered (Responses wire), or the searches Parley made for it (Chat Completions). */
+    const searched = async (config: string, json: Record<string, unknown>, path = "/v1/query") => {
+      const marker = `portal-${crypto.randomUUID()}`;
+      const body = path === "/v1/query" ? { query: `#echo-request ${marker}`, ...json } : { input: `#echo-request ${marker}`, ...json };
+      const answer = await callJson<{ response?: string; output_text?: string }>(path, { json: body, user: "rhea", config });
+      expect(answer.status).toBe(200);
+      if (wireMode() !== "chat") {
+        const tools = (echoedRequest(answer.body.response ?? answer.body.output_text ?? "").tools ?? []) as Array<{ vector_store_ids: string[]; filters?: unknown }>;
+        return tools.map((tool) => ({ stores: tool.vector_store_ids, filters: tool.filters ?? null }));
+      }
+      const searches = await backendRequests<{ query?: string; filters?: unknown }>("/search", (search) => String(search.query).includes(marker));
+      return searches.map((search) => ({ stores: [search.path.split("/").at(-2)!], filters: search.body.filters ?? null }));
+    };
+    const filtered = await searched(portal("product:openshift"), {});
+    if (wireMode() !== "chat") {
+      expect(filtered).toEqual([
+        { stores: ["vs_docs"], filters: null },
+        { stores: ["portal-rag"], filters: product },
+      ]);
+      // A client's own file_search over the portal: its filter ANDed with the operator's.
+      const own = { type: "eq", key: "version", value: "4.18" };
+      const client = await searched(portal("product:openshift"), { tools: [{ type: "file_search", vector_store_ids: ["okp"], filters: own }] }, "/v1/responses");
+      expect(client).toEqual([{ stores: ["portal-rag"], filters: { type: "and", filters: [own, product] } }]);
+      // Wildcards: valid Solr that no vector store filter expresses; the portal is left out.
+      expect(await searched(portal("product:*openshift*"), {})).toEqual([{ stores: ["vs_docs"], filters: null }]);
+    } else {
+      // Parley runs the searches itself for a Chat Completions backend, one per store.
+      const byStore = (searches: Array<{ stores: string[]; filters: unknown }>) => Object.fromEntries(searches.map((search) => [search.stores[0], search.filters]));
+      expect(byStore(filtered)).toEqual({ vs_docs: null, "portal-rag": product });
+      expect(byStore(await searched(portal("product:*openshift*"), {}))).toEqual({ vs_docs: null });
+    }
   });
 
   it("is not offered on /v1/infer, which asks the model with MCP tools only (UPSTREAM)", async () => {

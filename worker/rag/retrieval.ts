@@ -48,8 +48,8 @@ const BACKEND_SEARCH_MODES: Record<SolrMode, string> = { semantic: "vector", hyb
 type StaticFilter = { ok: true; filter: SearchFilter | null } | { ok: false; problem: string };
 const staticFilters = new WeakMap<Config, StaticFilter>();
 
-/** portal.chunk_filter_query parsed once per configuration. */
-function staticFilter(config: Config): StaticFilter {
+/** portal.chunk_filter_query parsed once per configuration (inline searches here, tool searches in turn/tools.ts). */
+export function staticFilter(config: Config): StaticFilter {
   let result = staticFilters.get(config);
   if (!result) {
     const query = knowledgeSources(config).portal?.chunkFilterQuery ?? null;

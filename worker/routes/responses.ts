@@ -88,7 +88,7 @@ responses.post("/v1/responses", guard(ACTIONS.responses), turnBodyLimit(), async
       model: body.model ? { model: body.model } : {},
       systemPrompt: prompt,
       params: {
-        ...backendTools(tools.tools),
+        ...backendTools(rt.config, tools.tools),
         tool_choice: body.tool_choice as BackendParams["tool_choice"],
         include: body.include ?? undefined,
         metadata: body.metadata ?? undefined,

@@ -11,6 +11,8 @@ import type { McpServer } from "../domain/mcp.ts";
 import { errors } from "../errors.ts";
 import { clientMcpServer } from "../mcp/servers.ts";
 import { findStore, isPortalStore, knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
+import { staticFilter } from "../rag/retrieval.ts";
+import { allOf, type SearchFilter } from "../rag/solr.ts";
 import type { PlanContext } from "./plan.ts";
 import type { Tool, ToolChoice } from "./responses-request.ts";
 
@@ -51,10 +53,34 @@ function serverFileSearch(config: Config, vectorStoreIds?: string[] | null): Too
   return [{ type: "file_search", vector_store_ids: stores.map((id) => toBackendStoreId(config, id)), max_num_results: TOOL_RAG_RESULTS }];
 }
 
-/** What a backend receives of a turn's tools: all but MCP, which the gateway runs. */
-export function backendTools(tools: Tool[]): BackendParams {
-  const forBackend = tools.filter((tool) => tool.type !== "mcp");
+/**
+ * What a backend receives of a turn's tools: all but MCP, which the gateway runs, with the portal
+ * searched under its operator's filter (portalFiltered).
+ */
+export function backendTools(config: Config, tools: Tool[]): BackendParams {
+  const forBackend = tools.flatMap((tool) => (tool.type === "mcp" ? [] : tool.type === "file_search" ? portalFiltered(config, tool) : [tool]));
   return forBackend.length > 0 ? { tools: forBackend as NonNullable<BackendParams["tools"]> } : {};
+}
+
+type FileSearchTool = Extract<Tool, { type: "file_search" }>;
+
+/**
+ * A file_search tool as the backend receives it. portal.chunk_filter_query applies to every search
+ * (SPEC), the model's too: a tool that searches the portal and other stores becomes two, the
+ * portal's carrying the operator's filter ANDed with the tool's own (the other stores' attributes
+ * are their own, as in inline searches). A filter the stores' filters cannot express leaves the
+ * portal out (the load warned), since searching it without its filter could show what the filter hides.
+ */
+function portalFiltered(config: Config, tool: FileSearchTool): FileSearchTool[] {
+  const portal = knowledgeSources(config).stores.find((store) => store.kind === "portal")?.vectorDbId;
+  if (portal === undefined || !tool.vector_store_ids.includes(portal)) return [tool];
+  const configured = staticFilter(config);
+  if (configured.ok && configured.filter === null) return [tool];
+  const others = tool.vector_store_ids.filter((id) => id !== portal);
+  const rest = others.length > 0 ? [{ ...tool, vector_store_ids: others }] : [];
+  if (!configured.ok) return rest;
+  const filters = allOf([(tool.filters as SearchFilter | null | undefined) ?? null, configured.filter]);
+  return [...rest, { ...tool, vector_store_ids: [portal], filters }];
 }
 
 /**
@@ -69,7 +95,7 @@ export async function serverTools(
 ): Promise<{ params: BackendParams; mcpServers: McpServer[] }> {
   if (vectorStoreIds) await checkClientStores(context.rt.config, context.rt.backends, vectorStoreIds);
   const servers = await context.mcpServers();
-  return { params: retrieval ? backendTools(serverFileSearch(context.rt.config, vectorStoreIds)) : {}, mcpServers: servers.servers };
+  return { params: retrieval ? backendTools(context.rt.config, serverFileSearch(context.rt.config, vectorStoreIds)) : {}, mcpServers: servers.servers };
 }
 
 /** The tools of a responses request: the client's (ids translated), the server's, or both merged. */
