@@ -107,12 +107,21 @@ describe("tool retrieval", () => {
 
   it("refuses a store the client names that neither the configuration nor the backend has, before the model is asked", async () => {
     const notFound = { detail: { response: "Vector store not found", cause: "Vector store with ID nope does not exist" } };
-    for (const query of ["quota", "#file-search quota"]) {
-      const answer = await callJson("/v1/query", { json: { query, vector_store_ids: ["docs", "nope"] }, user: "rhea", config: tool });
+    for (const json of [{ query: "quota" }, { query: "#file-search quota" }, { query: "quota", no_tools: true }]) {
+      const answer = await callJson("/v1/query", { json: { ...json, vector_store_ids: ["docs", "nope"] }, user: "rhea", config: tool });
       expect([answer.status, answer.body]).toEqual([404, notFound]);
     }
     const responses = await callJson("/v1/responses", { json: { input: "#file-search quota", tools: [{ type: "file_search", vector_store_ids: ["nope"] }] }, user: "rhea", config: tool });
     expect([responses.status, responses.body]).toEqual([404, notFound]);
+    // An id that cannot name a store on the backend at all is not found either (the SDK refuses it in a path).
+    for (const id of ["..", "%2e", "."]) {
+      const odd = await callJson("/v1/query", { json: { query: "quota", vector_store_ids: [id] }, user: "rhea", config: tool });
+      expect([odd.status, odd.body]).toEqual([404, { detail: { response: "Vector store not found", cause: `Vector store with ID ${id} does not exist` } }]);
+    }
+    // Each unknown id costs the backend one lookup, and only so many may be named.
+    const many = Array.from({ length: 33 }, (_, index) => `unknown-${index}`);
+    const tooMany = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { json: { query: "quota", vector_store_ids: [...many, ...many] }, user: "rhea", config: tool });
+    expect([tooMany.status, tooMany.body.detail.cause]).toEqual([422, "vector stores: at most 32 that the configuration does not name, got 33"]);
     // The configured ids (either form), and a store made on the backend, are taken.
     const made = await callJson<{ id: string }>("/v1/vector-stores", { json: { name: "made by a client" }, user: "rhea", config: tool });
     expect((await callJson("/v1/query", { json: { query: "#file-search quota", vector_store_ids: ["docs", "vs_docs", made.body.id] }, user: "rhea", config: tool })).status).toBe(200);

@@ -81,7 +81,7 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
   try {
     const context = planContext(c, { probeMcpAuth: false });
     // UPSTREAM: the original asks the model with its MCP tools only, no retrieval.
-    const tools = await serverTools(context, null, false);
+    const tools = await serverTools(context, null, { fileSearch: false });
     const plan = planTurn(context, {
       endpoint: "/v1/infer",
       // Nothing is kept: the request id stands where a conversation would (its transcript's path).

@@ -14,7 +14,7 @@ import { ApiError, errors } from "../errors.ts";
 import { guard } from "../middleware.ts";
 import { streamFilePart } from "../multipart.ts";
 import { apiBackend, notServed, routeMissing } from "../backends/providers.ts";
-import { backendError } from "../turn/backend-errors.ts";
+import { backendError, resourceCall } from "../turn/backend-errors.ts";
 import { isPortalStore, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import { readJson } from "../validation.ts";
 
@@ -128,19 +128,8 @@ function storesBackend(c: Context<AppEnv>) {
   return { config: rt.config, backend: apiBackend(rt.backends, "vector_stores").client };
 }
 
-/**
- * Runs a backend call; a backend without the API answers 501, a 404 becomes `notFound()`, anything
- * else goes through backendError (503 when unreachable).
- */
-async function fromBackend<T>(call: () => Promise<T>, notFound?: () => ApiError | Promise<ApiError>): Promise<T> {
-  try {
-    return await call();
-  } catch (error) {
-    if (error instanceof APIError && routeMissing(error)) throw notServed("vector_stores");
-    if (notFound && error instanceof NotFoundError) throw await notFound();
-    throw backendError(error);
-  }
-}
+/** A call about vector stores (resourceCall). */
+const fromBackend = <T>(call: () => Promise<T>, notFound?: () => ApiError | Promise<ApiError>) => resourceCall("vector_stores", call, notFound);
 
 /** Every item of a paginated backend list. */
 async function allItems<T>(pages: AsyncIterable<T>): Promise<T[]> {

@@ -91,7 +91,7 @@ async function planQueryTurn(c: Context<AppEnv>, body: QueryRequest, streaming: 
   const rt = c.get("rt");
   const target = targetConversation(body.conversation_id);
   const context = planContext(c);
-  const tools = body.no_tools ? { params: {}, mcpServers: [] } : await serverTools(context, body.vector_store_ids);
+  const tools = await serverTools(context, body.vector_store_ids, { fileSearch: !body.no_tools, mcp: !body.no_tools });
   return planTurn(context, {
     endpoint: streaming ? "/v1/streaming_query" : "/v1/query",
     ...target,

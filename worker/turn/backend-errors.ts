@@ -1,7 +1,9 @@
 // How failures of the inference backend reach clients (REFERENCE "Errors"): the backend's own
 // messages can carry internals, so only the status class and a safe cause are passed on.
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, NotFoundError, OpenAIError } from "openai";
 import { MalformedAnswer } from "../backends/answer-shapes.ts";
+import { notServed, routeMissing } from "../backends/providers.ts";
+import type { ProviderApi } from "../config/schema.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
 
@@ -39,4 +41,19 @@ export function backendError(error: unknown, model?: string): ApiError {
 function safeMessage(error: APIError): string {
   const message = (error.error as { message?: unknown } | undefined)?.message;
   return typeof message === "string" ? message.slice(0, 300) : "bad request";
+}
+
+/**
+ * Runs a call to the backend's `api` for a resource: a backend without that API answers 501, a 404
+ * becomes `notFound()` when given, and so does an id the SDK refuses to put in a path ("..": it can
+ * name nothing); anything else goes through backendError (503 when unreachable).
+ */
+export async function resourceCall<T>(api: ProviderApi, call: () => Promise<T>, notFound?: () => ApiError | Promise<ApiError>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof APIError && routeMissing(error)) throw notServed(api);
+    if (notFound && (error instanceof NotFoundError || (error instanceof OpenAIError && !(error instanceof APIError)))) throw await notFound();
+    throw backendError(error);
+  }
 }

@@ -3,12 +3,12 @@
 // registry) unless the client sends its own; with `X-SVC-Merge-Server-Tools: true`, the client's
 // first and then the server's. MCP tools, the server's and the client's, are run by the gateway
 // (tool-loop.ts): the backend receives the others only.
-import { NotFoundError } from "openai";
 import { apiBackend, type Backends } from "../backends/providers.ts";
 import type { Config } from "../config/schema.ts";
 import type { BackendParams } from "../domain/conversation.ts";
 import type { McpServer } from "../domain/mcp.ts";
 import { errors } from "../errors.ts";
+import { resourceCall } from "./backend-errors.ts";
 import { clientMcpServer } from "../mcp/servers.ts";
 import { findStore, isPortalStore, knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import { staticFilter } from "../rag/retrieval.ts";
@@ -28,20 +28,29 @@ export interface TurnTools {
   serverMcpLabels: Set<string>;
 }
 
+/** The most distinct stores a request may name that the configuration does not (each costs a lookup). */
+export const MAX_UNCONFIGURED_STORES = 32;
+
 /**
  * Refuses the stores a client names that neither the configuration nor the backend has (404), so
  * that an unknown id is the same answer whether or not the model would have searched (the backend
- * fails the whole answer when it does). Only ids the configuration does not name cost a lookup.
+ * fails the whole answer when it does). Only ids the configuration does not name cost a lookup,
+ * each once, and at most MAX_UNCONFIGURED_STORES of them.
  */
 async function checkClientStores(config: Config, backends: Backends, ids: readonly string[]): Promise<void> {
-  const unconfigured = ids.filter((id) => findStore(config, id) === undefined && !isPortalStore(config, id));
+  const unconfigured = [...new Set(ids)].filter((id) => findStore(config, id) === undefined && !isPortalStore(config, id));
   if (unconfigured.length === 0) return;
+  if (unconfigured.length > MAX_UNCONFIGURED_STORES) {
+    throw errors.invalidValue(`vector stores: at most ${MAX_UNCONFIGURED_STORES} that the configuration does not name, got ${unconfigured.length}`);
+  }
   const { client } = apiBackend(backends, "vector_stores");
   await Promise.all(
     unconfigured.map((id) =>
-      client.vectorStores.retrieve(id, { maxRetries: 0 }).catch((error: unknown) => {
-        throw error instanceof NotFoundError ? errors.notFound("Vector store", id) : error;
-      }),
+      resourceCall(
+        "vector_stores",
+        () => client.vectorStores.retrieve(id, { maxRetries: 0 }),
+        () => errors.notFound("Vector store", id),
+      ),
     ),
   );
 }
@@ -58,7 +67,7 @@ function serverFileSearch(config: Config, vectorStoreIds?: string[] | null): Too
  * searched under its operator's filter (portalFiltered).
  */
 export function backendTools(config: Config, tools: Tool[]): BackendParams {
-  const forBackend = tools.flatMap((tool) => (tool.type === "mcp" ? [] : tool.type === "file_search" ? portalFiltered(config, tool) : [tool]));
+  const forBackend = tools.flatMap<Tool>((tool) => (tool.type === "mcp" ? [] : tool.type === "file_search" ? portalFiltered(config, tool) : [tool]));
   return forBackend.length > 0 ? { tools: forBackend as NonNullable<BackendParams["tools"]> } : {};
 }
 
@@ -79,23 +88,27 @@ function portalFiltered(config: Config, tool: FileSearchTool): FileSearchTool[] 
   const others = tool.vector_store_ids.filter((id) => id !== portal);
   const rest = others.length > 0 ? [{ ...tool, vector_store_ids: others }] : [];
   if (!configured.ok) return rest;
-  const filters = allOf([(tool.filters as SearchFilter | null | undefined) ?? null, configured.filter]);
+  const filters = allOf([(tool.filters as SearchFilter | null | undefined) ?? null, configured.filter]) as FileSearchTool["filters"];
   return [...rest, { ...tool, vector_store_ids: [portal], filters }];
 }
 
 /**
  * The server's tools for the query endpoints and A2A, which take no tools from the client: its
- * file_search over the knowledge stores (unless `retrieval` is false: /v1/infer, which UPSTREAM's
- * original runs with MCP tools only) and its MCP servers.
+ * file_search over the knowledge stores (unless `fileSearch` is false: /v1/infer, which UPSTREAM's
+ * original runs with MCP tools only) and its MCP servers (unless `mcp` is false). The stores the
+ * request names are checked either way (no_tools leaves inline retrieval on, restricted to them).
  */
 export async function serverTools(
   context: PlanContext,
-  vectorStoreIds?: string[] | null,
-  retrieval = true,
+  vectorStoreIds: string[] | null | undefined,
+  { fileSearch = true, mcp = true }: { fileSearch?: boolean; mcp?: boolean } = {},
 ): Promise<{ params: BackendParams; mcpServers: McpServer[] }> {
-  if (vectorStoreIds) await checkClientStores(context.rt.config, context.rt.backends, vectorStoreIds);
-  const servers = await context.mcpServers();
-  return { params: retrieval ? backendTools(context.rt.config, serverFileSearch(context.rt.config, vectorStoreIds)) : {}, mcpServers: servers.servers };
+  const config = context.rt.config;
+  if (vectorStoreIds) await checkClientStores(config, context.rt.backends, vectorStoreIds);
+  return {
+    params: fileSearch ? backendTools(config, serverFileSearch(config, vectorStoreIds)) : {},
+    mcpServers: mcp ? (await context.mcpServers()).servers : [],
+  };
 }
 
 /** The tools of a responses request: the client's (ids translated), the server's, or both merged. */
