@@ -515,6 +515,14 @@ describe("JSON-RPC errors (always HTTP 200)", () => {
     // A streamed one is carried out too, Accept header or not; nobody reads its stream.
     const streamed = await notify({ jsonrpc: "2.0", method: "message/stream", params: { message: { ...message, messageId: "n2", contextId } } });
     expect([streamed.status, await streamed.text()]).toEqual([204, ""]);
+    // A streamed one that fails at once (bad params, an unknown task) is answered with nothing as well.
+    for (const failing of [
+      { method: "message/stream", params: { message: { ...message, messageId: "n3", role: "agent" } } },
+      { method: "tasks/resubscribe", params: { id: "no-such-task" } },
+    ]) {
+      const quiet = await notify({ jsonrpc: "2.0", ...failing });
+      expect([quiet.status, await quiet.text()]).toEqual([204, ""]);
+    }
     // The notified messages were answered in their context: the next one is its third turn.
     const a2a = await client();
     await eventually(async () => {

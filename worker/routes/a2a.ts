@@ -84,8 +84,13 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
   const result = await new JsonRpcTransportHandler(handler).handle(body);
   if (notification) {
     // A stream nobody will read is started (its first event opens the task), then no longer
-    // followed: the task runs on, as for a client that left.
-    if (Symbol.asyncIterator in result) await result.next().finally(() => result.return(undefined));
+    // followed: the task runs on, as for a client that left. Its failure has nobody to be told to.
+    if (Symbol.asyncIterator in result) {
+      await result
+        .next()
+        .catch(() => undefined)
+        .finally(() => result.return(undefined));
+    }
     return c.body(null, 204);
   }
   if (Symbol.asyncIterator in result) return sse((await eventStream(result, id)).pipeThrough(new TextEncoderStream()));
