@@ -195,6 +195,27 @@ describe("jwk-token", () => {
     await expect401(auth(bearer(await jwks.sign(CLAIMS))), "Unable to reach authentication key server");
   });
 
+  it("fetches again at once after a shared fetch that never settled (its request was cancelled), not 30 s later", { timeout: 20_000 }, async () => {
+    const url = freshUrl();
+    const realFetch = globalThis.fetch;
+    // The first fetch of the set hangs for good, its time-out ignored: what a cancelled request's fetch looks like.
+    let hung = 0;
+    const spy = vi.spyOn(globalThis, "fetch").mockImplementation((input, init) => {
+      if (String(input instanceof Request ? input.url : input) === url && hung++ === 0) return new Promise<Response>(() => undefined);
+      return realFetch(input, init);
+    });
+    try {
+      const auth = jwkAuth(url);
+      const token = await jwks.sign(CLAIMS);
+      await expect401(auth(bearer(token)), "Unable to reach authentication key server");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(await auth(bearer(token))).toMatchObject({ userId: "u-42" });
+      expect(hung).toBe(2);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it.each([
     ["invalid-json", "Authentication key server returned invalid data"],
     ["500", "Unable to reach authentication key server"],

@@ -100,11 +100,11 @@ async function waitAtMost(promise: Promise<void>, ms: number): Promise<void> {
  * state (new keys, or `failure`).
  */
 async function refresh(url: string, state: KeySetState): Promise<void> {
-  // The fetch of a request that was cancelled may never settle: past every waiter's deadline it
-  // counts as failed, so it cannot keep later refreshes from starting.
+  // The fetch of a request that was cancelled may never settle: past every waiter's deadline it is
+  // forgotten, as if never made (it says nothing of the key server), so the next request fetches.
   if (state.pending && Date.now() - state.attemptedAt > SHARED_FETCH_WAIT_MS) {
     state.pending = undefined;
-    state.failure ??= UNREACHABLE;
+    state.attemptedAt = -Infinity;
   }
   if (state.pending === undefined && Date.now() - state.attemptedAt >= REFRESH_INTERVAL_MS) {
     state.attemptedAt = Date.now();
