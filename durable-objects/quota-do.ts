@@ -21,7 +21,10 @@ export type Admission =
       available: number;
       /** What it needed left. */
       needed: number;
-      /** What turns in progress hold (their reservations): back, less what they use, as they end. */
+      /**
+       * What turns in progress hold that could come back as they end (their reservations, as far as
+       * the counter covers them): with `available`, the most this turn could ever find left.
+       */
       held: number;
     };
 
@@ -63,7 +66,9 @@ export class QuotaDO extends DurableObject<Env> {
     const reserved = this.sql.exec<{ total: number | null }>("SELECT SUM(tokens) AS total FROM reservations WHERE id <> ?", reservationId).one().total ?? 0;
     const admitted = reading.available - reserved;
     const wanted = Math.min(needed, limiterCapacity(spec));
-    if (!mine && (admitted <= 0 || admitted < wanted)) return { ok: false, available: Math.max(0, admitted), needed: wanted, held: reserved };
+    if (!mine && (admitted <= 0 || admitted < wanted)) {
+      return { ok: false, available: Math.max(0, admitted), needed: wanted, held: Math.min(reserved, Math.max(0, reading.available)) };
+    }
     if (!mine) this.sql.exec("INSERT INTO reservations (id, tokens, expires_at) VALUES (?, ?, ?)", reservationId, Math.max(1, reserve), now + RESERVATION_TTL_SECONDS);
     return { ok: true, admitted, created: reading.created, nextResetAt: reading.nextResetAt };
   }

@@ -120,9 +120,9 @@ export const errors = {
       `Too many questions are waiting for conversation ${conversationId} (at most ${turns} turns, or ${units} characters of questions); try again once it has answered.`,
       { "Retry-After": "1" },
     ),
-  quotaExceeded: (cause: string) => new ApiError(429, "The quota has been exceeded", cause),
-  /** Not enough left because turns in progress hold it (their reservations): retried soon, it may pass. */
-  quotaHeld: (cause: string) => new ApiError(429, "The quota has been exceeded", cause, { "Retry-After": "1" }),
+  /** `retryAfter` (seconds) when what is missing comes back soon: held by turns in progress. */
+  quotaExceeded: (cause: string, retryAfter?: number) =>
+    new ApiError(429, "The quota has been exceeded", cause, retryAfter === undefined ? {} : { "Retry-After": String(retryAfter) }),
   modelQuotaExceeded: (model: string) =>
     new ApiError(429, "The model quota has been exceeded", `token quota for model ${model} exceeded`),
 

@@ -2,6 +2,9 @@ import { createExecutionContext, createScheduledController } from "cloudflare:te
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import worker from "../../worker/index.ts";
+import { QuotaLimiterSchema } from "../../worker/config/schema.ts";
+import { ApiError } from "../../worker/errors.ts";
+import { admitQuotas, settleQuotas } from "../../worker/quota/quotas.ts";
 import { openStore } from "../../worker/storage/open-store.ts";
 import { call, callJson, eventually, readSse, testConfig } from "./helpers.ts";
 
@@ -59,6 +62,24 @@ describe("token quotas", () => {
     expect(body.detail?.cause).toMatch(/^User hana has \d+ tokens, but \d+ tokens are needed: \d+ are held by answers in progress; try again once they end$/);
     expect((await slow).status).toBe(200);
     expect((await ask(config, "hana", "afterwards")).status).toBe(200);
+  });
+
+  it("does not ask to retry when even every reservation coming back would leave too little", async () => {
+    const spec = QuotaLimiterSchema.parse(limiter({ name: `u_short_${crypto.randomUUID()}`, initial_quota: 30 }));
+    const counters = [{ spec, subject: "vera" }];
+    // 25 of the 30 used; then a short question takes a turn, reserving far more than the 5 left.
+    expect(await admitQuotas(env, counters, "turn-0", 10)).not.toBeInstanceOf(ApiError);
+    await settleQuotas(env, counters, "turn-0", 25);
+    expect(await admitQuotas(env, counters, "turn-1", 3)).not.toBeInstanceOf(ApiError);
+    // A question needing 20: no answer ending can leave it that much, so a plain 429.
+    const long = (await admitQuotas(env, counters, "turn-2", 20)) as ApiError;
+    expect([long.cause, long.headers]).toEqual(["User vera has no available tokens", {}]);
+    // One needing 4 could pass once the running turn ends: it is told so.
+    const short = (await admitQuotas(env, counters, "turn-3", 4)) as ApiError;
+    expect([short.cause, short.headers]).toEqual([
+      "User vera has 0 tokens, but 4 tokens are needed: 5 are held by answers in progress; try again once they end",
+      { "Retry-After": "1" },
+    ]);
   });
 
   it("shares the cluster limiter across users", async () => {

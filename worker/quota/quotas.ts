@@ -65,9 +65,10 @@ export async function admitQuotas(env: Env, counters: QuotaCounter[], reservatio
     const counter = counters[refused]!;
     const { available: left, needed: wanted, held } = results[refused] as Extract<Admission, { ok: false }>;
     const who = counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
-    // Tokens that turns in progress hold come back as they end: worth a retry soon, unlike a spent quota.
+    // Tokens that turns in progress hold come back as they end: worth a retry soon when they would
+    // be enough (the counter itself covers what is needed), unlike a spent quota.
     if (held > 0 && left + held >= wanted) {
-      return errors.quotaHeld(`${who} has ${left} tokens, but ${wanted} tokens are needed: ${held} are held by answers in progress; try again once they end`);
+      return errors.quotaExceeded(`${who} has ${left} tokens, but ${wanted} tokens are needed: ${held} are held by answers in progress; try again once they end`, 1);
     }
     return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${wanted} tokens are needed`);
   }
