@@ -67,15 +67,16 @@ describe("token quotas", () => {
   it("does not ask to retry when even every reservation coming back would leave too little", async () => {
     const spec = QuotaLimiterSchema.parse(limiter({ name: `u_short_${crypto.randomUUID()}`, initial_quota: 30 }));
     const counters = [{ spec, subject: "vera" }];
+    const workerEnv = { ...env } as Env;
     // 25 of the 30 used; then a short question takes a turn, reserving far more than the 5 left.
-    expect(await admitQuotas(env, counters, "turn-0", 10)).not.toBeInstanceOf(ApiError);
-    await settleQuotas(env, counters, "turn-0", 25);
-    expect(await admitQuotas(env, counters, "turn-1", 3)).not.toBeInstanceOf(ApiError);
+    expect(await admitQuotas(workerEnv, counters, "turn-0", 10)).not.toBeInstanceOf(ApiError);
+    await settleQuotas(workerEnv, counters, "turn-0", 25);
+    expect(await admitQuotas(workerEnv, counters, "turn-1", 3)).not.toBeInstanceOf(ApiError);
     // A question needing 20: no answer ending can leave it that much, so a plain 429.
-    const long = (await admitQuotas(env, counters, "turn-2", 20)) as ApiError;
+    const long = (await admitQuotas(workerEnv, counters, "turn-2", 20)) as ApiError;
     expect([long.cause, long.headers]).toEqual(["User vera has no available tokens", {}]);
     // One needing 4 could pass once the running turn ends: it is told so.
-    const short = (await admitQuotas(env, counters, "turn-3", 4)) as ApiError;
+    const short = (await admitQuotas(workerEnv, counters, "turn-3", 4)) as ApiError;
     expect([short.cause, short.headers]).toEqual([
       "User vera has 0 tokens, but 4 tokens are needed: 5 are held by answers in progress; try again once they end",
       { "Retry-After": "1" },
