@@ -5,7 +5,7 @@
 // order, and a cancel or the time-out ends the task for all of them at once.
 import type { Message, Task } from "@a2a-js/sdk";
 import { DurableObject } from "cloudflare:workers";
-import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/domain/a2a-task.ts";
+import { ACTIVE_STATES, TERMINAL_STATES, applyEvent, brokenTurnUpdate, failedUpdate, isFinal, statusUpdate, submittedTask, type A2AEvent } from "../worker/domain/a2a-task.ts";
 import { a2aTranslation } from "../worker/domain/a2a-events.ts";
 import type { TurnEvent } from "../worker/domain/conversation.ts";
 import { ndjsonParser } from "../worker/domain/ndjson.ts";
@@ -81,7 +81,7 @@ export class A2AContextDO extends DurableObject<Env> {
     // A running task whose turn this object was following when it was reset (a deploy, a crash):
     // the turn's stream went with the old instance, so the task fails now, not at its time-out.
     const orphaned = this.sql.exec<TaskRow>("SELECT * FROM tasks WHERE request_id IS NOT NULL AND state IN ('submitted', 'working')").toArray();
-    for (const row of orphaned) this.record(row, [failedUpdate(this.ids(row), "Internal server error: the task's turn broke off")]);
+    for (const row of orphaned) this.record(row, [brokenTurnUpdate(this.ids(row))]);
   }
 
   /** The context's conversation; the first call binds `candidateId` to it. */
@@ -158,9 +158,11 @@ export class A2AContextDO extends DurableObject<Env> {
       if (batch.length > 0) await this.appendEvents(taskId, batch);
     } catch (error) {
       log.error("A2A task lost its turn", error);
+      // Nobody reads the turn's stream any more: cancelled, it stops the turn and frees its conversation.
+      await reader.cancel("the task's turn broke off").catch(() => undefined);
     }
     // A turn's events end with its result, which ends the task: one still running lost its turn.
-    await this.appendEvents(taskId, [failedUpdate(ids, "Internal server error: the task's turn broke off")]);
+    await this.appendEvents(taskId, [brokenTurnUpdate(ids)]);
   }
 
   /**

@@ -457,6 +457,26 @@ describe("tasks/resubscribe, tasks/cancel, tasks/get", () => {
     });
   });
 
+  it("lets go of its turn's stream when the turn's events cannot be read, failing the task", async () => {
+    const contextId = `unreadable-${crypto.randomUUID()}`;
+    const stub = env.A2A_CONTEXT.getByName(JSON.stringify(["una", contextId]));
+    const taskId = crypto.randomUUID();
+    await stub.startTask({ taskId, contextId, message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "hi" }], contextId }, resume: false });
+    let cancelled: unknown = null;
+    const lines = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode("this is not a turn event\n"));
+      },
+      cancel(reason) {
+        cancelled = reason ?? "cancelled";
+      },
+    });
+    await runInDurableObject(stub, (instance) => instance.followTurn(taskId, { requestId: "r-1", model: "parley-small", conversationId: "c-1" }, lines));
+    expect(cancelled).not.toBeNull();
+    const task = (await stub.getTask(taskId)) as unknown as Task;
+    expect([task.status.state, task.status.message?.parts[0]]).toEqual(["failed", { kind: "text", text: "Internal server error: the task's turn broke off" }]);
+  });
+
   it("fails a task still running after the time-out", async () => {
     const a2a = await client({ user: "tim" });
     const stream = a2a.sendMessageStream({ message: userMessage("a slow answer that runs out of time #slow=40") });

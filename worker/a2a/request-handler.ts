@@ -35,7 +35,7 @@ import { agentCard, completeCard } from "./card.ts";
 import { toA2AError } from "./errors.ts";
 import { parseSendParams, parseTaskId, parseTaskQuery, type SendRequest } from "./params.ts";
 import { contextOfTask, newTaskId } from "./task-id.ts";
-import { failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
+import { brokenTurnUpdate, failedUpdate, statusUpdate, trimHistory, type A2AEvent, type TaskIds } from "../domain/a2a-task.ts";
 import { log } from "../log.ts";
 
 export interface A2ADeps {
@@ -255,7 +255,7 @@ export async function runTask(env: Env, stub: A2AContextApi, ids: TaskIds, plan:
   } catch (error) {
     // The object was reset mid-answer (a deploy): the task fails now rather than at its time-out.
     log.error("A2A task lost its turn", error);
-    await stub.appendEvents(ids.taskId, [failedUpdate(ids, "Internal server error: the task's turn broke off")]).catch(() => undefined);
+    await stub.appendEvents(ids.taskId, [brokenTurnUpdate(ids)]).catch(() => undefined);
   }
 }
 

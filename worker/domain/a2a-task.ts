@@ -112,6 +112,11 @@ export function failedUpdate(ids: TaskIds, reason: string, metadata?: Record<str
   return statusUpdate(ids, "failed", { message: reason, final: true, metadata });
 }
 
+/** A task whose turn ended without its result (its stream broke off, its object was reset). */
+export function brokenTurnUpdate(ids: TaskIds): TaskStatusUpdateEvent {
+  return failedUpdate(ids, "Internal server error: the task's turn broke off");
+}
+
 /** The whole answer in one chunk: SPEC's artifact-update carries the final content, lastChunk true. */
 export function answerArtifact(ids: TaskIds, text: string): TaskArtifactUpdateEvent {
   return {
