@@ -99,9 +99,7 @@ export const errors = {
     new ApiError(409, "Approval request is not for the latest turn", `Approval request with ID ${id} can only be answered by continuing the conversation from its latest response`),
   /** An approved call whose MCP server the approving request does not bring: nothing runs, the approval stays usable. */
   approvalServerUnavailable: (id: string, server: string) =>
-    new ApiError(
-      422,
-      "Invalid attribute value",
+    errors.invalidValue(
       `Approval request with ID ${id} approves a call of MCP server '${server}', which this request does not make available (its tools, or the credentials that server needs); send the approval again with that server available`,
     ),
   promptTooLong: (cause = "The prompt exceeds the maximum allowed length.") => new ApiError(413, "Prompt is too long", cause),

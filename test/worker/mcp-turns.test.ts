@@ -329,6 +329,18 @@ describe("approvals", () => {
     expect(await calls(name)).toBe(1);
   });
 
+  it("refuses a tool_choice the turn cannot honour before the approved call runs, and the approval stays usable", async () => {
+    const name = label("approve-choice");
+    const config = gatedConfig(name);
+    const first = await respond({ input: 'please #call-tool:echo:{"text":"chosen"}' }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const refused = await respond({ previous_response_id: first.body.id, input: [approve(id)], tool_choice: { type: "mcp", server_label: "guarded", name: "nope" } }, { config });
+    expect([refused.status, refused.body.detail!.cause]).toEqual([422, "tool_choice: MCP server 'guarded' offers no tool 'nope'"]);
+    expect(await calls(name)).toBe(0);
+    expect((await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config })).status).toBe(200);
+    expect(await calls(name)).toBe(1);
+  });
+
   it("denied, the call never runs and the model is told", async () => {
     const name = label("deny");
     const config = gatedConfig(name);

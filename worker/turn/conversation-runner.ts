@@ -327,6 +327,12 @@ export class ConversationDO extends ConversationDurableObject {
     const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
     if (tooLong) return refuse(tooLong);
 
+    // Approvals it answers (checked, not yet claimed): a client's mistake costs no reservation.
+    const checked = plan.approvals.length > 0 ? this.checkApprovals(plan.approvals, userId) : { ok: true as const, decisions: [] };
+    if (!checked.ok) return refuse(approvalError(checked));
+    const unrunnable = unrunnableApproval(checked.decisions, plan.mcp?.servers ?? []);
+    if (unrunnable) return refuse(errors.approvalServerUnavailable(unrunnable.request.id, unrunnable.request.serverLabel));
+
     // Admitted against what is left at the moment the turn really starts, reserving its estimate.
     const admission = counters.length > 0 ? await admitQuotas(this.env, counters, requestId, estimateTokens(inputBytes)) : { admitted: {}, created: [] };
     if (admission instanceof ApiError) return refuse(admission);
@@ -361,10 +367,6 @@ export class ConversationDO extends ConversationDurableObject {
     const gated: NewApproval[] = [];
     const approvals = rt.config.approvals;
     try {
-      const checked = plan.approvals.length > 0 ? this.checkApprovals(plan.approvals, userId) : { ok: true as const, decisions: [] };
-      if (!checked.ok) throw approvalError(checked);
-      const unrunnable = unrunnableApproval(checked.decisions, plan.mcp?.servers ?? []);
-      if (unrunnable) throw errors.approvalServerUnavailable(unrunnable.request.id, unrunnable.request.serverLabel);
       prepared = await prepareTurn(rt, plan, model);
       if (legacyStream) await this.registerLegacyStream(rt, plan);
       answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: () => marker.after(plan.streaming ? 0 : JSON_MARKER_DELAY_MS) }, {

@@ -125,6 +125,8 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
     prelude.push(...listEvents(list, output.length));
     output.push(list);
   }
+  // A tool_choice the toolbox cannot honour is refused before any approved call runs.
+  const firstChoice = backendToolChoice(loop.toolChoice, toolbox, true);
 
   let calls = 0;
   for (const decision of loop.resumed) {
@@ -150,7 +152,7 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
     resumed.push(functionCall, callOutput(request.callId, outputText(item)));
   }
 
-  const first = await call({ resumed, extra: input }, { offerTools: true, toolChoice: backendToolChoice(loop.toolChoice, toolbox, true) });
+  const first = await call({ resumed, extra: input }, { offerTools: true, toolChoice: firstChoice });
   return run(first);
 
   async function* run(stream: AsyncIterable<ResponseStreamEvent>): AsyncIterable<ResponseStreamEvent> {
@@ -374,9 +376,11 @@ export function backendToolChoice(choice: unknown, toolbox: Toolbox, first: bool
 /**
  * A tool_choice naming an MCP tool (or any tool of a server) the turn does not offer: the client's
  * 422. (A server the request does not have at all was refused before the turn: checkMcpToolChoice.)
+ * A server whose tools could not be listed is said to be so, without its error, which may be an
+ * operator's server's (README "MCP tools").
  */
 function unofferedChoice(toolbox: Toolbox, serverLabel: string, name: string | null): ApiError {
-  const failed = toolbox.lists.find((item) => item.server_label === serverLabel)?.error;
-  const why = failed ? ` (its tools could not be listed: ${String(failed)})` : "";
+  const failed = toolbox.lists.some((item) => item.server_label === serverLabel && item.error);
+  const why = failed ? " (its tools could not be listed)" : "";
   return errors.invalidValue(`tool_choice: MCP server '${serverLabel}' offers no ${name === null ? "tools" : `tool '${name}'`}${why}`);
 }
