@@ -2,6 +2,7 @@
 // 128 MB, and uploads may be 100 MiB, so `request.formData()` (which buffers everything) is no
 // option: the file part is handed on as a stream, counted as it passes, and cut off at the limit.
 import { ApiError, errors } from "./errors.ts";
+import { readOut } from "./validation.ts";
 
 export interface UploadedFile {
   filename: string;
@@ -51,8 +52,6 @@ class BodyBuffer {
   constructor(
     private readonly reader: ReadableStreamDefaultReader<Uint8Array>,
     initial: Uint8Array,
-    /** The most bytes an acceptable body has: release() reads no further than this. */
-    private readonly limit: number,
   ) {
     this.bytes = initial;
   }
@@ -86,22 +85,15 @@ class BodyBuffer {
 
   /**
    * Done with the body, answered or not: reads what is left of it without keeping it, then lets it
-   * go. A body cut off while the client is still sending it closes the connection under the client,
-   * which may then lose the answer (wrangler dev's proxy answered a 5 MB part header with "Network
-   * connection lost" instead of the 422). Beyond the largest acceptable body the reading stops.
+   * go (validation.ts readOut). A body cut off while the client is still sending it closes the
+   * connection under the client, which may then lose the answer (wrangler dev's proxy answered a
+   * 5 MB part header with "Network connection lost" instead of the 422).
    */
   async release(): Promise<void> {
     this.bytes = new Uint8Array(0);
-    try {
-      while (!this.ended && this.total <= this.limit) {
-        const { value, done } = await this.reader.read();
-        if (done) this.ended = true;
-        else this.total += value.byteLength;
-      }
-    } catch {
-      // a body that breaks off has nothing more to read
-    }
-    if (!this.ended) this.reader.cancel().catch(() => undefined);
+    if (this.ended) return;
+    this.ended = true;
+    await readOut(this.reader);
   }
 }
 
@@ -145,7 +137,7 @@ export async function streamFilePart(request: Request, field: string, maxBytes: 
 
   // Every delimiter is CRLF--boundary; a CRLF put in front lets the first one match like the rest.
   const delimiter = encoder.encode(`\r\n--${boundary}`);
-  const body = new BodyBuffer(request.body.getReader(), CRLF.slice(), maxBytes + MULTIPART_OVERHEAD_BYTES);
+  const body = new BodyBuffer(request.body.getReader(), CRLF.slice());
   /** `error`, once the rest of the body has been read (see release). */
   const refusal = async (error: ApiError) => {
     await body.release();

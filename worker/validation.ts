@@ -28,10 +28,10 @@ export async function readText(c: Context): Promise<string> {
 }
 
 /**
- * How much of a refused body that came without a length is still read (and dropped) before the
- * refusal is sent: a body left unread while the answer goes out closes the connection under a
- * client still sending it, which may then lose the answer (under wrangler dev a 10 MiB chunked
- * question got no answer at all about half the time). Past this, the rest is left unread.
+ * How much more of a refused body is still read (and dropped) before the refusal is sent: a body
+ * left unread while the answer goes out closes the connection under a client still sending it,
+ * which may then lose the answer (under wrangler dev a 10 MiB chunked question got no answer at all
+ * about half the time). Past this, the rest is left unread.
  */
 const REFUSED_BODY_READ_BYTES = 64 * 1024 * 1024;
 
@@ -61,7 +61,7 @@ export function requestBodyLimit(maxBytes: number): MiddlewareHandler {
         if (done) break;
         size += value.byteLength;
         if (size > maxBytes) {
-          await readOut(reader, size);
+          await readOut(reader);
           throw tooLarge();
         }
         chunks.push(value);
@@ -81,18 +81,19 @@ export function requestBodyLimit(maxBytes: number): MiddlewareHandler {
   };
 }
 
-/** Reads what is left of a refused body, `read` bytes of it already read, up to REFUSED_BODY_READ_BYTES; never throws. */
-async function readOut(reader: ReadableStreamDefaultReader<Uint8Array>, read: number): Promise<void> {
+/** Reads what is left of a body that will not be used, REFUSED_BODY_READ_BYTES more at most, then lets it go; never throws. */
+export async function readOut(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+  let read = 0;
   try {
     while (read <= REFUSED_BODY_READ_BYTES) {
       const { done, value } = await reader.read();
       if (done) return;
       read += value.byteLength;
     }
-    await reader.cancel();
   } catch {
-    // A body that breaks off now is refused all the same.
+    // A body that breaks off has nothing more to read.
   }
+  await reader.cancel().catch(() => undefined);
 }
 
 /** Parses a JSON text no deeper than MAX_JSON_DEPTH; a 422 Invalid request format otherwise. */
