@@ -1,7 +1,6 @@
 import * as z from "zod";
 import { actionNamed } from "../auth/actions.ts";
 import { pythonRegex } from "../auth/python-regex.ts";
-import { approvalListsConflict } from "../mcp/approval-policy.ts";
 import { AgentCardConfigSchema } from "./agent-card.ts";
 import { intervalSeconds, wholePositive } from "./interval.ts";
 import { secret } from "./secrets.ts";
@@ -70,16 +69,24 @@ const httpsUrl = () =>
     return url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url.hostname));
   }, "expected an https URL");
 
-/** Flags the second and later items sharing a name, at the item's own path. */
-function uniqueNames<T>(name: (item: T) => string, field: string, what: string) {
+/**
+ * Flags the second and later items sharing a name, at the item's own path (`field` within it, when
+ * the item is not the name itself). With `ignoringCase`, names that differ only in case are the same
+ * (header names), and the message names the one listed first.
+ */
+function uniqueNames<T>(name: (item: T) => string, field: string | null, what: string, ignoringCase = false) {
   return (items: T[], ctx: z.RefinementCtx) => {
-    const seen = new Set<string>();
+    const seen = new Map<string, string>();
     items.forEach((item, index) => {
       const value = name(item);
-      if (seen.has(value)) {
-        ctx.addIssue({ code: "custom", message: `duplicate ${what} "${value}"`, path: [index, field] });
+      const key = ignoringCase ? value.toLowerCase() : value;
+      const first = seen.get(key);
+      if (first === undefined) {
+        seen.set(key, value);
+        return;
       }
-      seen.add(value);
+      const message = ignoringCase ? `duplicate ${what} "${value}" (${what} names are compared ignoring case; "${first}" is listed)` : `duplicate ${what} "${value}"`;
+      ctx.addIssue({ code: "custom", message, path: field === null ? [index] : [index, field] });
     });
   };
 }
@@ -345,11 +352,7 @@ export const RoleRuleSchema = z
       .array(nonEmpty().refine((role) => role !== "*", '"*" cannot be granted by a rule'))
       .min(1, "must list at least one role")
       // The original refuses a role listed twice.
-      .superRefine((roles, ctx) => {
-        roles.forEach((role, index) => {
-          if (roles.indexOf(role) < index) ctx.addIssue({ code: "custom", message: `duplicate role "${role}"`, path: [index] });
-        });
-      }),
+      .superRefine(uniqueNames((role) => role, null, "role")),
   })
   .superRefine((rule, ctx) => {
     if (rule.operator === "in" && !Array.isArray(rule.value)) {
@@ -497,6 +500,15 @@ export const CustomizationSchema = z.strictObject({
 /** authorization_headers values that name how a credential is obtained rather than where it is. */
 export const MCP_CREDENTIAL_KEYWORDS = ["kubernetes", "client", "oauth"] as const;
 
+/**
+ * Why a policy's lists contradict each other (a tool in both always and never), or null. The one
+ * rule for the configuration's servers and a request's own `mcp` tools.
+ */
+export function approvalListsConflict(lists: { always: readonly string[]; never: readonly string[] }): string | null {
+  const both = lists.always.filter((tool) => lists.never.includes(tool));
+  return both.length > 0 ? `Tools cannot be in both always and never lists: {${both.map((tool) => `'${tool}'`).join(", ")}}` : null;
+}
+
 const ApprovalPolicySchema = z.union([
   z.enum(["always", "never"]),
   z
@@ -521,19 +533,7 @@ export const McpServerSchema = z.strictObject({
   headers: z
     .array(nonEmpty())
     .default([])
-    .superRefine((headers, ctx) => {
-      const lower = headers.map((header) => header.toLowerCase());
-      lower.forEach((header, index) => {
-        const first = lower.indexOf(header);
-        if (first < index) {
-          ctx.addIssue({
-            code: "custom",
-            message: `duplicate header "${headers[index]}" (header names are compared ignoring case; "${headers[first]}" is listed)`,
-            path: [index],
-          });
-        }
-      });
-    }),
+    .superRefine(uniqueNames((header) => header, null, "header", true)),
   require_approval: ApprovalPolicySchema.default("never"),
   timeout: seconds().optional(),
 });

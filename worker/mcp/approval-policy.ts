@@ -14,12 +14,3 @@ export function approvalRequired(server: { requireApproval: ApprovalPolicy }, to
   if (policy.never.includes(toolName)) return false;
   return true;
 }
-
-/**
- * Why a policy's lists contradict each other (a tool in both always and never), or null. The one
- * rule for the configuration's servers and a request's own `mcp` tools.
- */
-export function approvalListsConflict(lists: { always: readonly string[]; never: readonly string[] }): string | null {
-  const both = lists.always.filter((tool) => lists.never.includes(tool));
-  return both.length > 0 ? `Tools cannot be in both always and never lists: {${both.map((tool) => `'${tool}'`).join(", ")}}` : null;
-}

@@ -3,7 +3,7 @@
 // are loose because the OpenAI SDKs add fields of their own (annotations, ids, newer options) that
 // the backend understands and we pass through.
 import * as z from "zod";
-import { approvalListsConflict } from "../mcp/approval-policy.ts";
+import { approvalListsConflict } from "../config/schema.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks
