@@ -52,15 +52,12 @@ function redactValue(value: unknown, path: string[], hide: (text: string) => str
  */
 export function urlCredentials(value: unknown): string[] {
   if (typeof value === "string") {
-    const url = value.includes("://") && URL.canParse(value) ? new URL(value) : null;
+    const url = urlOf(value);
     if (!url) return [];
     const query = url.search
       .slice(1)
       .split("&")
-      .flatMap((pair) => {
-        const [name = "", ...given] = pair.split("=");
-        return given.length > 0 && CREDENTIAL_PARAMETERS.has(parameterName(name)) ? [given.join("=")] : [];
-      });
+      .flatMap((pair) => credentialValue(pair) ?? []);
     return [url.password, ...query].flatMap((written) => [written, decoded(written)]).filter((found) => found !== "");
   }
   if (Array.isArray(value)) return value.flatMap(urlCredentials);
@@ -105,13 +102,8 @@ const CREDENTIAL_PARAMETERS = new Set([
  * URL, is shown as written.
  */
 function hideUrlCredentials(text: string): string {
-  if (!text.includes("://")) return text;
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return text;
-  }
+  const url = urlOf(text);
+  if (!url) return text;
   let shown = text;
   if (url.password !== "") {
     url.password = REDACTED;
@@ -128,15 +120,20 @@ function hideQueryCredentials(url: string): string {
   const query = url
     .slice(start, end)
     .split("&")
-    .map((pair) => {
-      const [name = "", ...value] = pair.split("=");
-      return value.length > 0 && CREDENTIAL_PARAMETERS.has(parameterName(name)) ? `${name}=${REDACTED}` : pair;
-    });
+    .map((pair) => (credentialValue(pair) === null ? pair : `${pair.slice(0, pair.indexOf("="))}=${REDACTED}`));
   return `${url.slice(0, start)}${query.join("&")}${url.slice(end)}`;
 }
 
-function parameterName(encoded: string): string {
-  return decoded(encoded).toLowerCase();
+/** A text as the URL it is, when it is one with a scheme (`scheme://…`); null otherwise. */
+function urlOf(text: string): URL | null {
+  return text.includes("://") && URL.canParse(text) ? new URL(text) : null;
+}
+
+/** The value of a query's `name=value` pair as written, when its name is a credential parameter; null otherwise. */
+function credentialValue(pair: string): string | null {
+  const at = pair.indexOf("=");
+  if (at < 0) return null;
+  return CREDENTIAL_PARAMETERS.has(decoded(pair.slice(0, at)).toLowerCase()) ? pair.slice(at + 1) : null;
 }
 
 /** A URL part as it reads decoded (as written when it does not decode). */
