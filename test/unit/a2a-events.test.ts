@@ -1,7 +1,7 @@
 // The translation of a turn's events into A2A events, and the task state they produce.
 import type { Message, Task, TaskStatusUpdateEvent } from "@a2a-js/sdk";
 import { describe, expect, it } from "vitest";
-import { a2aTranslation, finalEvents, turnToA2A } from "../../worker/domain/a2a-events.ts";
+import { a2aTranslation, finalEvents } from "../../worker/domain/a2a-events.ts";
 import { answerArtifact, applyEvent, statusUpdate, submittedTask, trimHistory, type A2AEvent } from "../../worker/domain/a2a-task.ts";
 import { errors } from "../../worker/errors.ts";
 import type { TurnEvent, TurnResult } from "../../worker/domain/conversation.ts";
@@ -26,21 +26,15 @@ function result(overrides: Partial<TurnResult> = {}): TurnResult {
 
 const backend = (event: Record<string, unknown>): TurnEvent => ({ type: "backend", event: event as never });
 
+/** The events translated one at a time, as they arrive when each comes alone. */
 async function translate(events: TurnEvent[]): Promise<A2AEvent[]> {
-  const out: A2AEvent[] = [];
-  const readable = new ReadableStream<TurnEvent>({
-    start(controller) {
-      for (const event of events) controller.enqueue(event);
-      controller.close();
-    },
-  });
-  for await (const event of readable.pipeThrough(turnToA2A(ids, { model: "scripted/parley-small", conversationId: "c".repeat(48) }))) out.push(event);
-  return out;
+  const translation = a2aTranslation(ids, { model: "scripted/parley-small", conversationId: "c".repeat(48) });
+  return [...translation.start(), ...events.flatMap((event) => translation.events([event]))];
 }
 
 const text = (event: A2AEvent) => (event.kind === "status-update" ? (event.status.message?.parts[0] as { text?: string } | undefined)?.text : undefined);
 
-describe("turnToA2A", () => {
+describe("a2aTranslation, event by event", () => {
   it("emits working with model and conversation, deltas, tool notices, the artifact and the final status in order", async () => {
     const events = await translate([
       backend({ type: "response.created", response: {} }),

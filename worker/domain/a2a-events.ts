@@ -52,15 +52,6 @@ export function a2aTranslation(ids: TaskIds, turn: { model: string; conversation
   };
 }
 
-/** The same as a stream stage, event by event. */
-export function turnToA2A(ids: TaskIds, turn: { model: string; conversationId: string }): TransformStream<TurnEvent, A2AEvent> {
-  const translation = a2aTranslation(ids, turn);
-  return new TransformStream<TurnEvent, A2AEvent>({
-    start: (controller) => translation.start().forEach((event) => controller.enqueue(event)),
-    transform: (event, controller) => translation.events([event]).forEach((a2a) => controller.enqueue(a2a)),
-  });
-}
-
 /**
  * How a turn ends in A2A terms. A blocked turn's refusal is its answer. An incomplete answer is
  * shown as far as it got, then the task fails, since A2A has no "incomplete" state. An interrupted
