@@ -3,6 +3,7 @@
 // chunk filter, the backends). The Worker (runtime.ts) loads it with its bindings and `npm run deploy`
 // with the checkout's config/ directory, so a document the helper passes is one the Worker loads.
 import { roleRuleWarnings } from "./auth/role-rules.ts";
+import { unusableKubernetesServers } from "./mcp/servers.ts";
 import { buildBackends, type Backends } from "./backends/providers.ts";
 import type { AgentCardConfig } from "./config/agent-card.ts";
 import { readConfiguredFiles, type BundledFiles } from "./config/files.ts";
@@ -52,6 +53,11 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
   scrubbed.push(...urlCredentials(config));
   const problems = [...files.problems];
   const warnings = roleRuleWarnings(config.authentication.jwk_config?.jwt_configuration.role_rules ?? []);
+  for (const { index, name } of unusableKubernetesServers(config)) {
+    warnings.push(
+      `mcp_servers.${index} ('${name}'): a kubernetes credential is the caller's own token, which authentication.module '${config.authentication.module}' does not pass on (only k8s and noop-with-token do); the server is not used`,
+    );
+  }
   const chunkFilter = knowledgeSources(config).portal?.chunkFilterQuery;
   if (chunkFilter) {
     const filter = parseBooleanQuery(chunkFilter);

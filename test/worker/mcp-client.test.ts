@@ -190,6 +190,8 @@ describe("servers of a request, end to end", () => {
     const name = label("assembled");
     const config = ConfigSchema.parse({
       inference_backend: { url: "http://127.0.0.1:1/v1" },
+      // A module that passes the caller's token on, which a kubernetes credential needs.
+      authentication: { module: "noop-with-token" },
       mcp_servers: [
         {
           name: "everything",

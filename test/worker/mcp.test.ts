@@ -3,7 +3,7 @@
 // /v1/mcp-auth/client-options and the registration of servers (/v1/mcp-servers).
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
 import worker from "../../worker/index.ts";
 import { callJson, testConfig, type CallOptions } from "./helpers.ts";
 
@@ -102,16 +102,33 @@ describe("GET /v1/tools", () => {
     expect((await stats(name)).list).toBe(1);
   });
 
-  it("a malformed MCP-HEADERS is the caller's 422, without its values", async () => {
-    const config = configWith([{ name: "public", url: url("s", label("bad-headers")) }]);
-    const { status, body } = await callJson<{ detail: { response: string; cause: string } }>("/v1/tools", {
+  it("a malformed MCP-HEADERS is ignored with a warning that never shows its values, as in the original", async () => {
+    const name = label("bad-headers");
+    const config = configWith([
+      { name: "public", url: url("s", name) },
+      { name: "by-client", url: url("auth", name), authorization_headers: { Authorization: "client" } },
+    ]);
+    const warn = vi.spyOn(console, "warn");
+    try {
+      for (const header of ["not json", "[]", '{"by-client": "Bearer secret-value"}', '{"by-client": {"Authorization": 42, "Bad Name": "secret-value"}}']) {
+        const { status, body } = await callJson<ToolsBody>("/v1/tools", { config, headers: { "MCP-HEADERS": header } });
+        // The question is answered; the server that needed the unreadable credential is left out.
+        expect(status).toBe(200);
+        expect(toolNames(body, "public")).toEqual(PUBLIC_TOOLS);
+        expect(toolNames(body, "by-client")).toEqual([]);
+      }
+      const warned = warn.mock.calls.map((call) => call.map(String).join(" ")).filter((line) => line.includes("MCP-HEADERS"));
+      expect(warned.length).toBeGreaterThanOrEqual(4);
+      expect(warned.join("\n")).not.toContain("secret-value");
+    } finally {
+      warn.mockRestore();
+    }
+    // What can be read of it still counts.
+    const partly = await callJson<ToolsBody>("/v1/tools", {
       config,
-      headers: { "MCP-HEADERS": '{"public": "Bearer secret-value"}' },
+      headers: { "MCP-HEADERS": JSON.stringify({ "by-client": { Authorization: `Bearer ${fake.token}`, "Bad Name": "x" }, other: "not an object" }) },
     });
-    expect(status).toBe(422);
-    expect(body.detail.response).toBe("Invalid attribute value");
-    expect(body.detail.cause).toContain("MCP-HEADERS");
-    expect(body.detail.cause).not.toContain("secret-value");
+    expect(toolNames(partly.body, "by-client")).toContain("whoami");
   });
 });
 
@@ -147,6 +164,32 @@ describe("credentials", () => {
     });
     const response = await callJson<{ detail: unknown }>("/v1/tools", { config, token: "not-the-token" });
     expect(response.status).toBe(401);
+  });
+
+  it("kubernetes under jwk-token: the user's identity token is never handed to the server, which is not used (UPSTREAM)", async () => {
+    const name = label("k8s-jwk");
+    const config = configWith(
+      [
+        { name: "cluster", url: url("auth", name), authorization_headers: { Authorization: " kubernetes " } },
+        { name: "public", url: url("s", name) },
+      ],
+      { authentication: { module: "jwk-token", jwk_config: { url: inject("jwksUrl") } } },
+    );
+    const warn = vi.spyOn(console, "warn");
+    try {
+      const { status, body } = await callJson<ToolsBody>("/v1/tools", { config, token: inject("tokens").good });
+      expect(status).toBe(200);
+      expect(toolNames(body, "cluster")).toEqual([]);
+      expect(toolNames(body, "public")).toEqual(PUBLIC_TOOLS);
+      expect(await stats(name)).toMatchObject({ unauthorized: 0 });
+      expect(warn.mock.calls.map((call) => call.map(String).join(" ")).join("\n")).toContain(
+        "mcp_servers.0 ('cluster'): a kubernetes credential is the caller's own token, which authentication.module 'jwk-token' does not pass on",
+      );
+    } finally {
+      warn.mockRestore();
+    }
+    const listed = await callJson<{ servers: Array<{ name: string }> }>("/v1/mcp-servers", { config, token: inject("tokens").good });
+    expect(listed.body.servers.map((server) => server.name)).not.toContain("cluster");
   });
 
   it("kubernetes under an auth module that passes no token: the server is left out", async () => {
@@ -218,6 +261,9 @@ describe("credentials", () => {
     expect(toolNames(forwarded.body, "forwarding")).toContain("whoami");
     // Without the header the server refuses the listing; that server alone is missing.
     expect(await callJson("/v1/tools", { config })).toEqual({ status: 200, body: { tools: [] } });
+    // A forwarded Authorization is the caller's: one the server refuses answers the caller 401 with its challenge.
+    const refused = await callJson<{ detail: { cause: string } }>("/v1/tools", { config, headers: { Authorization: "Bearer wrong" } });
+    expect([refused.status, refused.body.detail.cause]).toEqual([401, `MCP server at ${url("auth", name)} requires OAuth`]);
   });
 });
 
@@ -228,10 +274,10 @@ describe("GET /v1/mcp-auth/client-options", () => {
       { name: "a", url: url("s", name), authorization_headers: { Authorization: "client", "X-Team": "client", "X-K": "kubernetes" } },
       { name: "b", url: url("s", name), authorization_headers: { Authorization: "oauth" } },
       { name: "c", url: url("s", name) },
-    ]);
+    ], { authentication: { module: "noop-with-token" } });
     const registered = `reg-${name}`;
-    expect((await callJson("/v1/mcp-servers", { config, json: { name: registered, url: url("s", name), authorization_headers: { "X-Key": "client" } } })).status).toBe(201);
-    const { status, body } = await callJson<{ servers: Array<{ name: string; client_auth_headers: string[] }> }>("/v1/mcp-auth/client-options", { config });
+    expect((await callJson("/v1/mcp-servers", { config, token: "a-token", json: { name: registered, url: url("s", name), authorization_headers: { "X-Key": "client" } } })).status).toBe(201);
+    const { status, body } = await callJson<{ servers: Array<{ name: string; client_auth_headers: string[] }> }>("/v1/mcp-auth/client-options", { config, token: "a-token" });
     expect(status).toBe(200);
     expect(body.servers.filter((server) => ["a", "b", "c", registered].includes(server.name))).toEqual([
       { name: "a", client_auth_headers: ["Authorization", "X-Team"] },

@@ -528,7 +528,10 @@ export const McpServerSchema = z.strictObject({
   url: httpUrl(),
   // Values are one of the words kubernetes, client, oauth, or where the credential is: a file shipped
   // with the deployment, or the credential itself through a `${env.NAME}` reference (a secret).
-  authorization_headers: z.record(nonEmpty(), z.union([z.enum(MCP_CREDENTIAL_KEYWORDS), secret()])).default({}),
+  // Values are read stripped of surrounding blanks, as the original reads them (" client " is the keyword).
+  authorization_headers: z
+    .record(nonEmpty(), z.preprocess((value) => (typeof value === "string" ? value.trim() : value), z.union([z.enum(MCP_CREDENTIAL_KEYWORDS), secret()])))
+    .default({}),
   // Header names are case-insensitive; the original refuses one listed twice in any case.
   headers: z
     .array(nonEmpty())

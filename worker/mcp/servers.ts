@@ -81,9 +81,32 @@ export interface CallerCredentials {
 
 const KEYWORDS: readonly string[] = MCP_CREDENTIAL_KEYWORDS;
 
+/**
+ * The auth modules whose caller token a `kubernetes` credential carries to an MCP server (UPSTREAM:
+ * a cluster token is meant for in-cluster servers; another module's token, such as an identity
+ * provider's JWT, is never handed to them).
+ */
+const TOKEN_FORWARDING_MODULES: ReadonlySet<string> = new Set(["k8s", "noop-with-token"]);
+
+function forwardsCallerToken(config: Config): boolean {
+  return TOKEN_FORWARDING_MODULES.has(config.authentication.module);
+}
+
+/**
+ * The static servers that need the caller's token (a `kubernetes` credential) under an auth module
+ * that does not pass one on: left out altogether, as the original leaves them out at start-up, and
+ * named in the load's warnings.
+ */
+export function unusableKubernetesServers(config: Config): Array<{ index: number; name: string }> {
+  if (forwardsCallerToken(config)) return [];
+  return config.mcp_servers.flatMap((server, index) => (Object.values(server.authorization_headers).includes("kubernetes") ? [{ index, name: server.name }] : []));
+}
+
 /** The static servers, with the credentials the deployment holds for them (Runtime.heldSecrets). */
 export function staticServerDefinitions(config: Config, heldSecrets: ReadonlyMap<string, string>): McpServerDefinition[] {
-  return config.mcp_servers.map((server, index) => {
+  const unusable = new Set(unusableKubernetesServers(config).map((server) => server.index));
+  return config.mcp_servers.flatMap((server, index) => {
+    if (unusable.has(index)) return [];
     const authorizationHeaders: McpServerDefinition["authorizationHeaders"] = {};
     const held: Record<string, string> = {};
     for (const [header, value] of Object.entries(server.authorization_headers)) {
@@ -96,17 +119,19 @@ export function staticServerDefinitions(config: Config, heldSecrets: ReadonlyMap
       // A held credential that is empty is as good as missing: the server is then skipped.
       if (secret) held[header] = secret;
     }
-    return {
-      name: server.name,
-      url: server.url,
-      providerId: server.provider_id,
-      source: "config",
-      authorizationHeaders,
-      held,
-      headers: server.headers,
-      requireApproval: server.require_approval,
-      timeout: server.timeout ?? null,
-    };
+    return [
+      {
+        name: server.name,
+        url: server.url,
+        providerId: server.provider_id,
+        source: "config" as const,
+        authorizationHeaders,
+        held,
+        headers: server.headers,
+        requireApproval: server.require_approval,
+        timeout: server.timeout ?? null,
+      },
+    ];
   });
 }
 
@@ -184,30 +209,36 @@ export function isHeaderName(name: string): boolean {
 }
 
 /**
- * The `MCP-HEADERS` request header: JSON {"<server name>": {"Header": "value"}}. Absent: {}.
- * Anything else is the caller's mistake and answers 422, naming the header but never its values.
+ * The `MCP-HEADERS` request header: JSON {"<server name>": {"Header": "value"}}. Absent: {}. As in
+ * the original, what cannot be read is ignored with a warning rather than refused: a header that is
+ * not a JSON object counts as none, and an entry that is not a header (a bad name, a value that is
+ * not a string or holds a line break) is left out. The warning names the part, never its values.
+ * The servers that needed what was left out are then skipped like any server missing a credential.
  */
 export function parseMcpHeaders(value: string | null): Record<string, Record<string, string>> {
   if (value === null || value.trim() === "") return {};
-  const invalid = (why: string) =>
-    errors.invalidValue(`MCP-HEADERS: ${why}; expected a JSON object of server names to objects of header names and values`);
+  const ignored = (why: string) => log.warn(`MCP-HEADERS: ${why}; ignored (expected a JSON object of server names to objects of header names and values)`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
-    throw invalid("not valid JSON");
+    parsed = undefined;
   }
-  if (!isPlainObject(parsed)) throw invalid("not a JSON object");
+  if (!isPlainObject(parsed)) {
+    ignored(parsed === undefined ? "not valid JSON" : "not a JSON object");
+    return {};
+  }
   const result: Record<string, Record<string, string>> = {};
   for (const [server, headers] of Object.entries(parsed)) {
-    if (!isPlainObject(headers)) throw invalid(`the entry for server '${server}' is not an object`);
+    if (!isPlainObject(headers)) {
+      ignored(`the entry for server '${server}' is not an object`);
+      continue;
+    }
     const entry: Record<string, string> = {};
     for (const [name, headerValue] of Object.entries(headers)) {
-      if (!isHeaderName(name)) throw invalid(`'${name}' (server '${server}') is not a valid header name`);
-      if (typeof headerValue !== "string" || /[\r\n\0]/.test(headerValue)) {
-        throw invalid(`the value of '${name}' (server '${server}') is not a valid header value`);
-      }
-      entry[name] = headerValue.trim();
+      if (!isHeaderName(name)) ignored(`'${name}' (server '${server}') is not a valid header name`);
+      else if (typeof headerValue !== "string" || /[\r\n\0]/.test(headerValue)) ignored(`the value of '${name}' (server '${server}') is not a valid header value`);
+      else entry[name] = headerValue.trim();
     }
     result[server] = entry;
   }
@@ -218,7 +249,7 @@ export interface AssembledHeaders {
   headers: Record<string, string>;
   /** Configured authorization headers that no source supplied. */
   missing: string[];
-  /** The Authorization header came from the caller (MCP-HEADERS or the caller's token). */
+  /** The Authorization header came from the caller (MCP-HEADERS, the caller's token, or forwarded from its request). */
   callerAuthorization: boolean;
 }
 
@@ -242,9 +273,10 @@ export function assembleHeaders(server: McpServerDefinition, caller: CallerCrede
       if (kind === "kubernetes") add(name, `Bearer ${caller.token}`, true);
     }
   }
+  // Forwarded from the caller's own request: an Authorization among them is the caller's too.
   for (const name of server.headers) {
     const value = caller.requestHeaders.get(name);
-    if (value !== null) add(name, value, false);
+    if (value !== null) add(name, value, true);
   }
   const missing = Object.keys(server.authorizationHeaders).filter((name) => !present.has(name.toLowerCase()));
   return { headers, missing, callerAuthorization };
@@ -290,7 +322,7 @@ export async function requestMcpServers(input: {
   const caller: CallerCredentials = {
     mcpHeaders: parseMcpHeaders(input.request.headers.get("MCP-HEADERS")),
     requestHeaders: input.request.headers,
-    token: input.token,
+    token: forwardsCallerToken(input.config) ? input.token : null,
   };
   // A record store that cannot be read does not stop a turn: it goes on with the configured servers.
   const registry: McpServersStore = {
