@@ -364,8 +364,9 @@ describe("isAllowed", () => {
     }
   });
 
-  it("allows nothing with an empty rule list", () => {
-    expect(isAllowed([], ["manager"], "query")).toBe(false);
+  it("reads an empty rule list as no rules, as the original does", () => {
+    expect(isAllowed([], ["manager"], "query")).toBe(true);
+    expect(isAllowed([], ["manager"], "read_other_conversations")).toBe(false);
   });
 
   it("gives the * rule to every user", () => {

@@ -245,7 +245,7 @@ describe("DELETE /v1/prompts/{prompt_id}", () => {
 
 describe("authorization", () => {
   const readOnly = testConfig({ authorization: { access_rules: [{ role: "*", actions: ["read_prompts"] }] } });
-  const nothing = testConfig({ authorization: { access_rules: [] } });
+  const nothing = testConfig({ authorization: { access_rules: [{ role: "*", actions: ["query"] }] } });
 
   it("read_prompts lets a user list and read but not create, update or delete", async () => {
     const created = await create("shared");

@@ -179,6 +179,20 @@ describe("configurations written for the original system", () => {
     expect((await callJson("/v1/query", { json: body, config: rules(["model_override"]), user: "wire" })).status).toBe(200);
     expect((await callJson("/v1/query", { json: body, config: rules(["MODEL_OVERRIDE"]), user: "wire" })).status).toBe(200);
   });
+
+  it("count as a model override on /v1/responses only a provider/model, not the bare model every OpenAI client sends", async () => {
+    const config = testConfig({ authorization: { access_rules: [{ role: "*", actions: ["responses"] }] } });
+    const bare = await callJson<{ model: string }>("/v1/responses", { json: { input: "override?", model: "parley-large" }, config, user: "wire" });
+    expect([bare.status, bare.body.model]).toEqual([200, "parley-large"]);
+    const qualified = await callJson<{ detail: Json }>("/v1/responses", { json: { input: "override?", model: "scripted/parley-large" }, config, user: "wire" });
+    expect([qualified.status, qualified.body.detail.response]).toEqual([403, "This instance does not permit overriding model/provider in the query request (missing permission: model_override). Please remove the model and provider fields from your request."]);
+  });
+
+  it("read an empty list of access rules as no authorization, under every module", async () => {
+    const config = testConfig({ authorization: { access_rules: [] } });
+    expect((await callJson("/v1/query", { json: { query: "open?" }, config, user: "wire" })).status).toBe(200);
+    expect((await callJson("/v1/models", { config, user: "wire" })).status).toBe(200);
+  });
 });
 
 describe("a turn blocked by a shield", () => {

@@ -20,12 +20,13 @@ const ACTIONS_ON_OTHERS: ReadonlySet<string> = new Set<Action>([
 ]);
 
 /**
- * Whether a user with these roles may perform the action. No rules configured (undefined) means
- * authorization is off and everything is allowed except acting on other users' conversations; an
- * empty list of rules allows nothing. `admin` grants every action.
+ * Whether a user with these roles may perform the action. No rules configured (no `authorization`
+ * section, or an empty list of rules, which the original system reads as no RBAC under every
+ * module) means authorization is off: everything is allowed except acting on other users'
+ * conversations. `admin` grants every action.
  */
 export function isAllowed(rules: readonly AccessRule[] | undefined, roles: readonly string[], action: string): boolean {
-  if (rules === undefined) return !ACTIONS_ON_OTHERS.has(action);
+  if (rules === undefined || rules.length === 0) return !ACTIONS_ON_OTHERS.has(action);
   return rules.some(
     (rule) =>
       (rule.role === EVERYONE_ROLE || roles.includes(rule.role)) &&

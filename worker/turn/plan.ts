@@ -58,9 +58,19 @@ export interface PlanContext {
   mcpServers(): Promise<RequestMcpServers>;
 }
 
+/**
+ * Whether a request chooses its model against the configured default (UPSTREAM "MODEL_OVERRIDE"):
+ * it names a provider, or a model as provider/model. A bare model name (what every OpenAI client
+ * sends on /v1/responses) is not an override. The query endpoints take model and provider only
+ * together, so a model there is always one.
+ */
+function overridesModel(model: TurnIntent["model"]): boolean {
+  return Boolean(model.provider) || Boolean(model.model?.includes("/"));
+}
+
 export function planTurn(context: PlanContext, intent: TurnIntent): TurnPlan {
   const { env, rt, auth } = context;
-  if ((intent.model.model || intent.model.provider) && !context.mayOverrideModel) throw errors.modelOverrideForbidden();
+  if (overridesModel(intent.model) && !context.mayOverrideModel) throw errors.modelOverrideForbidden();
   const shields = selectShields(rt, intent.shieldIds);
   // Checked here, so that a bad filter is the client's 422 before anything runs.
   if (intent.retrieval) parseSolr(intent.retrieval.solr);
