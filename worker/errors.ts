@@ -85,6 +85,10 @@ export const errors = {
   /** A stored prompt, or the given version of one: the prompt endpoints and a responses request's `prompt` say the same. */
   promptNotFound: (id: string, version?: number) => errors.notFound("Prompt", version === undefined ? id : `${id} (version ${version})`),
   modelNotFound: (model: string) => new ApiError(404, "Model not found", `Model with ID ${model} is not configured`),
+  /** No model was asked for and no language model is there to choose (SPEC: 404 model not found). */
+  noLanguageModel: () => errors.modelNotFound("(no language model is available)"),
+  /** The same on /v1/infer, in UPSTREAM's words there. */
+  noLanguageModelToInfer: () => new ApiError(503, "Unable to connect to inference service", "No LLM model found in available models"),
   routeNotFound: (path: string) => new ApiError(404, "Not found", `No endpoint at ${path}`),
   methodNotAllowed: (method: string, path: string, allowed: string[]) =>
     new ApiError(405, "Method not allowed", `${method} is not allowed on ${path}; it serves ${allowed.join(", ")}`, { Allow: allowed.join(", ") }),
@@ -103,6 +107,8 @@ export const errors = {
       `Approval request with ID ${id} approves a call of MCP server '${server}', which this request does not make available (its tools, or the credentials that server needs); send the approval again with that server available`,
     ),
   promptTooLong: (cause = "The prompt exceeds the maximum allowed length.") => new ApiError(413, "Prompt is too long", cause),
+  /** The input is more than the model takes: found by Parley's estimate or told by the backend (UPSTREAM's words for both). */
+  contextWindowExceeded: (model: string) => errors.promptTooLong(`The input exceeds the context window size of model '${model}'.`),
   /** A conversation that has no room for another turn (README "Limits"). */
   conversationFull: (limit: number) =>
     new ApiError(413, "Prompt is too long", `The conversation keeps at most ${limit} characters of turns and has no room for this one; start a new conversation, or continue from an earlier response.`),

@@ -69,6 +69,19 @@ describe("POST /v1/infer", () => {
     expect((await infer({ question: "x #context-too-long" })).status).toBe(413);
     const down = testConfig({ inference_backend: { url: "http://127.0.0.1:9/v1", max_retries: 0 } });
     expect((await infer({ question: "x" }, { config: down })).status).toBe(503);
+    // No language model to answer with: UPSTREAM's 503 on this endpoint (the query endpoints answer 404).
+    // (Written out whole: the Chat Completions project's testConfig adds a provider of its own.)
+    const embeddingsOnly = JSON.stringify({
+      name: "no language model",
+      inference_backend: { url: inject("backendUrl") },
+      authentication: { module: "noop" },
+      inference: { providers: [{ type: "scripted", allowed_models: ["parley-embed"] }] },
+    });
+    expect(await infer({ question: "x" }, { config: embeddingsOnly })).toEqual({
+      status: 503,
+      body: { detail: { response: "Unable to connect to inference service", cause: "No LLM model found in available models" } },
+    });
+    expect((await callJson("/v1/query", { json: { query: "x" }, config: embeddingsOnly })).status).toBe(404);
   });
 
   it("draws on quotas only when rlsapi_v1.quota_subject names whose", async () => {

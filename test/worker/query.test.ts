@@ -151,7 +151,8 @@ describe("POST /v1/query", () => {
   it("maps backend failures: 413 for context length, 429 for rate limits", async () => {
     const tooLong = await ask({ query: "#context-too-long" });
     expect(tooLong.status).toBe(413);
-    expect(tooLong.body).toEqual({ detail: { response: "Prompt is too long", cause: "The prompt exceeds the maximum allowed length." } });
+    // In UPSTREAM's words, naming the model, as when Parley's own estimate finds it.
+    expect(tooLong.body).toEqual({ detail: { response: "Prompt is too long", cause: "The input exceeds the context window size of model 'scripted/parley-small'." } });
     const limited = await ask({ query: "#rate-limit" }, { config: testConfig({ inference_backend: { max_retries: 0 } }) });
     expect(limited.status).toBe(429);
     expect((limited.body as unknown as { detail: { response: string } }).detail.response).toBe("The model quota has been exceeded");

@@ -128,14 +128,17 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
 });
 
 /**
- * UPSTREAM words a backend's rate limit on this endpoint as a quota refusal: 429 "The quota has
- * been exceeded" / "Rate limit exceeded, please try again later" (the query endpoints name the model).
+ * UPSTREAM words two failures otherwise on this endpoint: a backend's rate limit as a quota refusal
+ * (429 "The quota has been exceeded" / "Rate limit exceeded, please try again later"; the query
+ * endpoints name the model), and no language model to answer with as the service being unavailable
+ * (503, which the command line client retries; the query endpoints answer SPEC's 404).
  */
 function inferError(error: unknown): unknown {
+  if (!(error instanceof ApiError)) return error;
   const modelQuota = errors.modelQuotaExceeded("");
-  if (error instanceof ApiError && error.status === modelQuota.status && error.response === modelQuota.response) {
-    return errors.quotaExceeded("Rate limit exceeded, please try again later");
-  }
+  if (error.status === modelQuota.status && error.response === modelQuota.response) return errors.quotaExceeded("Rate limit exceeded, please try again later");
+  const noModel = errors.noLanguageModel();
+  if (error.status === noModel.status && error.cause === noModel.cause) return errors.noLanguageModelToInfer();
   return error;
 }
 

@@ -7,7 +7,8 @@ import type { ProviderApi } from "../config/schema.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
 
-const CONTEXT_LENGTH = /context length|maximum context|exceeds the available context/i;
+/** How backends say the input is too long, in words (vLLM, llama.cpp's server) or in a code-like name (UPSTREAM: "context_length" anywhere). */
+const CONTEXT_LENGTH = /context[ _]length|maximum context|exceeds the available context/i;
 
 export function backendError(error: unknown, model?: string): ApiError {
   if (error instanceof ApiError) return error;
@@ -22,7 +23,9 @@ export function backendError(error: unknown, model?: string): ApiError {
     const code = (error.error as { code?: unknown } | undefined)?.code ?? error.code;
     if (error.status === 429) return errors.modelQuotaExceeded(model ?? "unknown");
     // vLLM and llama.cpp's server say it only in words (a 400 without OpenAI's code).
-    if (code === "context_length_exceeded" || error.status === 413 || (error.status === 400 && CONTEXT_LENGTH.test(error.message))) return errors.promptTooLong();
+    if (code === "context_length_exceeded" || error.status === 413 || (error.status !== undefined && error.status < 500 && CONTEXT_LENGTH.test(error.message))) {
+      return model ? errors.contextWindowExceeded(model) : errors.promptTooLong();
+    }
     // Anything else is the gateway's failure to get an answer, not the client's: a backend that
     // rejects what Parley sent it (a 400, a 404 for a model it listed) is 500 as well. A 4xx's
     // message says what was rejected; a 5xx's may carry the backend's internals and is left out.

@@ -88,6 +88,6 @@ export async function chooseModel(
     if (!configured) throw missing(inference.default_provider, inference.default_model);
     return { model: configured, requested: false };
   }
-  if (!llms[0]) throw errors.modelNotFound("(no language model is available)");
+  if (!llms[0]) throw errors.noLanguageModel();
   return { model: llms[0], requested: false };
 }

@@ -57,7 +57,7 @@ export function contextWindow(rt: Runtime, model: ModelInfo): number | undefined
 export function checkContextWindow(rt: Runtime, model: ModelInfo, inputTokens: number): ApiError | null {
   const window = contextWindow(rt, model);
   if (window === undefined || inputTokens <= window) return null;
-  return errors.promptTooLong(`The input exceeds the context window size of model '${model.provider_id}/${model.provider_resource_id}'.`);
+  return errors.contextWindowExceeded(`${model.provider_id}/${model.provider_resource_id}`);
 }
 
 export interface PreparedTurn {
