@@ -4,6 +4,7 @@
 // with the checkout's config/ directory, so a document the helper passes is one the Worker loads.
 import { roleRuleWarnings } from "./auth/role-rules.ts";
 import { unusableKubernetesServers } from "./mcp/servers.ts";
+import { templateProblem } from "./turn/jinja.ts";
 import { buildBackends, type Backends } from "./backends/providers.ts";
 import type { AgentCardConfig } from "./config/agent-card.ts";
 import { readConfiguredFiles, type BundledFiles } from "./config/files.ts";
@@ -53,6 +54,9 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
   scrubbed.push(...urlCredentials(config));
   const problems = [...files.problems];
   const warnings = roleRuleWarnings(config.authentication.jwk_config?.jwt_configuration.role_rules ?? []);
+  // /v1/infer renders the system prompt as a Jinja2 template, as the original does: say now what it cannot render.
+  const promptProblem = files.systemPrompt === null ? null : templateProblem(files.systemPrompt);
+  if (promptProblem) warnings.push(`customization.system_prompt: not a valid Jinja2 template (${promptProblem}); POST /v1/infer answers 500 while it is set`);
   for (const { index, name } of unusableKubernetesServers(config)) {
     warnings.push(
       `mcp_servers.${index} ('${name}'): a kubernetes credential is the caller's own token, which authentication.module '${config.authentication.module}' does not pass on (only k8s and noop-with-token do); the server is not used`,

@@ -14,6 +14,14 @@ const folder =
 const problems = (result: LoadResult) => (result.ok ? [] : result.problems.map(({ path, message }) => `${path}: ${message}`));
 
 describe("loadConfiguration", () => {
+  it("warns of a system prompt /v1/infer cannot render as a Jinja2 template, and loads it", async () => {
+    const broken = await loadConfiguration(`${MINIMAL}customization:\n  system_prompt: "On {% if %}"\n`, {}, folder({}));
+    expect(broken.ok && broken.loaded.warnings.filter((line) => line.startsWith("customization.system_prompt: not a valid Jinja2 template ("))).toHaveLength(1);
+    const fine = await loadConfiguration(`${MINIMAL}customization:\n  system_prompt: "On {{ os | lower }}"\n`, {}, folder({}));
+    expect(fine.ok && fine.loaded.warnings).toEqual([]);
+  });
+
+
   it("checks the agent card file as the inline card is, naming the key that names the file", async () => {
     const text = `${MINIMAL}customization:\n  agent_card_path: card.yaml\n`;
     const bad = await loadConfiguration(text, {}, folder({ "card.yaml": "name: 12\nskills: notalist\nbogus_field: 1\n" }));

@@ -38,6 +38,16 @@ describe("POST /v1/infer", () => {
     expect(sent.instructions).toMatch(/^Help on RHEL 9\.4 \(x86_64\), today is [A-Z][a-z]+ \d\d, \d{4}\.$/);
     // Only the fields SPEC names: no metadata unless allowed and asked.
     expect(Object.keys(body.data).sort()).toEqual(["request_id", "text"]);
+
+    // A Jinja2 template, as in the original: blocks and filters are rendered, not sent as written.
+    const jinja = testConfig({ customization: { system_prompt: "On {{ os | lower }}{% if arch == 'x86_64' %} (64-bit){% else %} (other){% endif %}." } });
+    const rendered = await infer({ question: "#echo-request which?", context: { systeminfo: { os: "RHEL", version: "9.4", arch: "x86_64" } } }, { config: jinja });
+    expect(echoed(rendered.body).instructions).toBe("On rhel (64-bit).");
+    // One that is not a template is UPSTREAM's 500.
+    const broken = testConfig({ customization: { system_prompt: "On {% if %}" } });
+    const refused = await infer({ question: "which?" }, { config: broken });
+    expect(refused.status).toBe(500);
+    expect((refused.body as unknown as { detail: { response: string } }).detail.response).toBe("Internal server error");
   });
 
   it("adds tool calls, chunks and tokens only when allow_verbose_infer and include_metadata both say so", async () => {

@@ -11,6 +11,7 @@ import { guard } from "../middleware.ts";
 import { quotaCounters, type QuotaCounter } from "../quota/quotas.ts";
 import { userMessage } from "../turn/attachments.ts";
 import { planTurn } from "../turn/plan.ts";
+import { renderTemplate } from "../turn/jinja.ts";
 import { runStatelessTurn, type StatelessResult } from "../turn/stateless.ts";
 import { serverTools } from "../turn/tools.ts";
 import { readJson } from "../validation.ts";
@@ -151,9 +152,9 @@ function inferInput(question: string, body: InferRequest): string {
 const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
 
 /**
- * The configured prompt with `{{ date }}`, `{{ os }}`, `{{ version }}` and `{{ arch }}` filled in
- * (plain substitution: no template engine). Other `{{ name }}` placeholders become empty, as an
- * undefined template variable does in the original.
+ * The configured prompt rendered as the Jinja2 template it is in the original, with `date`, `os`,
+ * `version` and `arch`; undefined names render as nothing. A prompt that is not a valid template
+ * is UPSTREAM's 500 (the configuration's load warned of it).
  */
 export function systemPrompt(template: string, body: InferRequest, now = new Date()): string {
   const info = body.context.systeminfo;
@@ -163,7 +164,11 @@ export function systemPrompt(template: string, body: InferRequest, now = new Dat
     version: info.version,
     arch: info.arch,
   };
-  return template.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_, name: string) => values[name] ?? "");
+  try {
+    return renderTemplate(template, values);
+  } catch (error) {
+    throw errors.internal(`the system prompt is not a template that can be rendered: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /** Whose quota /v1/infer draws on (rlsapi_v1.quota_subject); none when it names none. */
