@@ -243,7 +243,7 @@ describe("backend unreachable", () => {
         reason: "Service running in degraded mode",
         overall_status: "degraded",
         impacts: ["LLM inference unavailable", "RAG functionality unavailable", "Agent tools unavailable"],
-        providers: [backendEntry],
+        providers: [],
       },
     });
     const m = await scrape(config);

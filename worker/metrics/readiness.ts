@@ -44,10 +44,12 @@ export async function readiness(rt: Runtime): Promise<{ status: 200 | 503; body:
   const [backend, reported] = await Promise.all([backendState(rt), providersHealth(rt)]);
   if (!backend.reachable) {
     const entry: ProviderHealth = { provider_id: backend.health[0]!.provider_id, status: "error", message: backend.cause };
+    // Degraded is ready, and its answer lists no provider (UPSTREAM): a probe that fails on any
+    // provider in error would otherwise take a pod that serves in degraded mode out.
     if (backend.degraded) {
       return {
         status: 200,
-        body: { ready: true, reason: "Service running in degraded mode", overall_status: "degraded", impacts: DEGRADED_IMPACTS, providers: [entry] },
+        body: { ready: true, reason: "Service running in degraded mode", overall_status: "degraded", impacts: DEGRADED_IMPACTS, providers: [] },
       };
     }
     return {
