@@ -299,6 +299,14 @@ describe("credentials of the turn's servers", () => {
 describe("approvals", () => {
   const gatedConfig = (name: string, approvals: Record<string, unknown> = {}) =>
     configWith([{ name: "guarded", url: url("s", name), require_approval: { always: ["echo"], never: ["add"] } }], { approvals });
+  /** A responses turn that ended asking approval of the gated call `input` names: its server's label, configuration, answer and approval id. */
+  const pendingApproval = async (tag: string, input: string, approvals: Record<string, unknown> = {}) => {
+    const name = label(tag);
+    const config = gatedConfig(name, approvals);
+    const first = await respond({ input }, { config });
+    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    return { name, config, first, id };
+  };
 
   it("ends a responses turn with an approval request; approved, the call runs exactly once and the model continues", async () => {
     const name = label("approve");
@@ -330,10 +338,7 @@ describe("approvals", () => {
   });
 
   it("refuses a tool_choice the turn cannot honour before the approved call runs, and the approval stays usable", async () => {
-    const name = label("approve-choice");
-    const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"chosen"}' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("approve-choice", 'please #call-tool:echo:{"text":"chosen"}');
     const refused = await respond({ previous_response_id: first.body.id, input: [approve(id)], tool_choice: { type: "mcp", server_label: "guarded", name: "nope" } }, { config });
     expect([refused.status, refused.body.detail!.cause]).toEqual([422, "tool_choice: MCP server 'guarded' offers no tool 'nope'"]);
     expect(await calls(name)).toBe(0);
@@ -342,10 +347,7 @@ describe("approvals", () => {
   });
 
   it("denied, the call never runs and the model is told", async () => {
-    const name = label("deny");
-    const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"never"} #echo-request' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("deny", 'please #call-tool:echo:{"text":"never"} #echo-request');
     const denied = await respond({ conversation: first.body.conversation, input: [approve(id, false, "not today")] }, { config });
     expect(denied.status).toBe(200);
     expect(ofType(denied.body.output, "mcp_call")).toEqual([]);
@@ -358,10 +360,7 @@ describe("approvals", () => {
   });
 
   it("answers 404 for unknown, other users' and expired approvals, 409 for forks and stale ones; none of them runs anything", async () => {
-    const name = label("refusals");
-    const config = gatedConfig(name, { approval_timeout_seconds: 1 });
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"x"}' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("refusals", 'please #call-tool:echo:{"text":"x"}', { approval_timeout_seconds: 1 });
 
     expect((await respond({ conversation: first.body.conversation, input: [approve("mcpr_unknown")] }, { config })).status).toBe(404);
     expect((await respond({ input: [approve(id)] }, { config })).status).toBe(404);
@@ -387,10 +386,7 @@ describe("approvals", () => {
   });
 
   it("runs the call once when the same approval arrives twice at once", async () => {
-    const name = label("duplicate");
-    const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"once"}' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("duplicate", 'please #call-tool:echo:{"text":"once"}');
     const both = await Promise.all([1, 2].map(() => respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config })));
     expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
     expect(both.find((r) => r.status === 409)!.body.detail!.response).toBe("Approval request already decided");
@@ -398,10 +394,7 @@ describe("approvals", () => {
   });
 
   it("an approved call whose turn then failed is not run again when the answer is sent again: its result is reused", async () => {
-    const name = label("retry");
-    const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"kept-result"} #echo-request' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("retry", 'please #call-tool:echo:{"text":"kept-result"} #echo-request');
     // The call runs, then the model fails: nothing was answered, so the approval is not used up.
     const failed = await respond({ previous_response_id: first.body.id, input: [approve(id), { role: "user", content: "go on #fail-midstream" }] }, { config });
     expect(failed.status).toBe(500);
@@ -438,10 +431,7 @@ describe("approvals", () => {
   });
 
   it("refuses an input that answers one approval twice, alike or not, and runs nothing", async () => {
-    const name = label("twice");
-    const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"twice"}' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("twice", 'please #call-tool:echo:{"text":"twice"}');
     for (const answers of [[approve(id), approve(id, false)], [approve(id), approve(id)]]) {
       const refused = await respond({ previous_response_id: first.body.id, input: answers }, { config });
       expect(refused.status).toBe(422);
@@ -454,10 +444,7 @@ describe("approvals", () => {
   });
 
   it("an approved call belongs to the turn that asked for it: before a new question sent with the approval, now and in later turns", async () => {
-    const name = label("order");
-    const config = gatedConfig(name);
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"ordered"}' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("order", 'please #call-tool:echo:{"text":"ordered"}');
     const order = (text: string) => {
       const input = echoedRequest(text).input;
       const output = input.findIndex((item) => item.type === "function_call_output" && item.output === "ordered");
@@ -493,10 +480,7 @@ describe("approvals", () => {
   });
 
   it("keeps decided approvals for approval_retention_days: with none, an answered one is gone", async () => {
-    const name = label("retention");
-    const config = gatedConfig(name, { approval_retention_days: 0 });
-    const first = await respond({ input: 'please #call-tool:echo:{"text":"r"}' }, { config });
-    const id = String(ofType(first.body.output, "mcp_approval_request")[0]!.id);
+    const { name, config, first, id } = await pendingApproval("retention", 'please #call-tool:echo:{"text":"r"}', { approval_retention_days: 0 });
     const second = await respond({ previous_response_id: first.body.id, input: [approve(id)] }, { config });
     expect(second.status).toBe(200);
     const replay = await respond({ previous_response_id: second.body.id, input: [approve(id)] }, { config });
