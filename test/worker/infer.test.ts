@@ -103,6 +103,15 @@ describe("POST /v1/infer", () => {
     const first = await infer({ question: "a question that costs tokens" }, { config: byUser, user });
     expect(first.status).toBe(200);
     await eventually(async () => expect((await infer({ question: "again" }, { config: byUser, user })).status).toBe(429));
+    // The quota is checked before the model is chosen and the input measured against it (UPSTREAM's order).
+    const byUserSmall = testConfig({
+      quota_handlers: { limiters: [{ ...limiter, initial_quota: 40 }] },
+      rlsapi_v1: { quota_subject: "user_id" },
+      inference: { context_windows: { "scripted/parley-small": 10 } },
+    });
+    const exhausted = await infer({ question: "a long question ".repeat(20) }, { config: byUserSmall, user });
+    expect(exhausted.status).toBe(429);
+    expect(exhausted.body.detail!.response).toBe("The quota has been exceeded");
   });
 
   it("writes a transcript under its request id, and sends the infer Splunk event", async () => {

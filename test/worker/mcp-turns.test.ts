@@ -228,9 +228,21 @@ describe("credentials of the turn's servers", () => {
   it("kubernetes passes the caller's token, client takes MCP-HEADERS, and oauth answers 401 with the challenge", async () => {
     const k8s = configWith([{ name: "cluster", url: url("auth", label("k8s")), authorization_headers: { Authorization: "kubernetes" } }], {
       authentication: { module: "noop-with-token" },
+      rlsapi_v1: { allow_verbose_infer: true },
     });
     const byToken = await ask({ query: "who #call-tool:whoami" }, { config: k8s, token: fake.token });
     expect(byToken.body.tool_results.find((r) => r.content === "authorized")).toBeTruthy();
+    // /v1/infer hands its servers neither the caller's token nor MCP-HEADERS (UPSTREAM): one that
+    // needs either is left out of the turn, which goes on without its tools.
+    const inferred = await callJson<{ data: { text: string; tool_calls: Item[]; tool_results: Item[] } }>("/v1/infer", {
+      config: k8s,
+      token: fake.token,
+      headers: { "MCP-HEADERS": JSON.stringify({ cluster: { Authorization: `Bearer ${fake.token}` } }) },
+      json: { question: "who #call-tool:whoami", include_metadata: true },
+    });
+    expect(inferred.status).toBe(200);
+    expect(inferred.body.data.tool_calls.filter((c) => c.name === "mcp_list_tools")).toEqual([]);
+    expect(inferred.body.data.tool_results.find((r) => r.content === "authorized")).toBeUndefined();
 
     const client = configWith([{ name: "by-client", url: url("auth", label("client")), authorization_headers: { Authorization: "client" } }]);
     const withHeaders = await ask(

@@ -318,11 +318,17 @@ export async function requestMcpServers(input: {
   request: Request;
   /** AuthContext.token */
   token: string | null;
+  /**
+   * False: only the request's propagated headers reach the servers, not the caller's token or
+   * MCP-HEADERS (UPSTREAM "/v1/infer"), so servers that need either are skipped.
+   */
+  callerCredentials?: boolean;
 }): Promise<RequestMcpServers> {
+  const credentials = input.callerCredentials ?? true;
   const caller: CallerCredentials = {
-    mcpHeaders: parseMcpHeaders(input.request.headers.get("MCP-HEADERS")),
+    mcpHeaders: credentials ? parseMcpHeaders(input.request.headers.get("MCP-HEADERS")) : {},
     requestHeaders: input.request.headers,
-    token: forwardsCallerToken(input.config) ? input.token : null,
+    token: credentials && forwardsCallerToken(input.config) ? input.token : null,
   };
   // A record store that cannot be read does not stop a turn: it goes on with the configured servers.
   const registry: McpServersStore = {

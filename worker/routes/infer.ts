@@ -80,8 +80,9 @@ infer.post("/v1/infer", guard(ACTIONS.infer), turnBodyLimit(), async (c) => {
 
   let result: StatelessResult;
   try {
-    const context = planContext(c, { probeMcpAuth: false });
-    // UPSTREAM: the original asks the model with its MCP tools only, no retrieval.
+    // UPSTREAM: the original asks the model with its MCP tools only, no retrieval, and gives those
+    // servers only the request headers they propagate (not the caller's token or MCP-HEADERS).
+    const context = planContext(c, { probeMcpAuth: false, callerCredentials: false });
     const tools = await serverTools(context, null, { fileSearch: false });
     const plan = planTurn(context, {
       endpoint: "/v1/infer",

@@ -45,7 +45,7 @@ function registry(c: Context<AppEnv>) {
 }
 
 /** The servers this request may use, their credentials assembled. */
-export function serversOfRequest(c: Context<AppEnv>) {
+export function serversOfRequest(c: Context<AppEnv>, callerCredentials = true) {
   const rt = c.get("rt");
   return requestMcpServers({
     config: rt.config,
@@ -53,6 +53,7 @@ export function serversOfRequest(c: Context<AppEnv>) {
     registry: registry(c),
     request: c.req.raw,
     token: c.get("auth").token,
+    callerCredentials,
   });
 }
 

@@ -29,8 +29,10 @@ export function turnBodyLimit(): MiddlewareHandler<AppEnv> {
  * tools, the caller's credentials for them are probed (a 401 that a client can answer with an OAuth
  * flow), on the endpoints UPSTREAM probes on; `probeMcpAuth: false` (/v1/infer, A2A, whose clients
  * run no such flow) leaves a server without credentials out of the turn instead.
+ * `callerCredentials: false` (/v1/infer, as in the original) hands the servers neither the caller's
+ * token nor MCP-HEADERS, only the request headers they propagate.
  */
-export function planContext(c: Context<AppEnv>, options: { probeMcpAuth: boolean } = { probeMcpAuth: true }): PlanContext {
+export function planContext(c: Context<AppEnv>, options: { probeMcpAuth: boolean; callerCredentials?: boolean } = { probeMcpAuth: true }): PlanContext {
   let mcpServers: Promise<RequestMcpServers> | null = null;
   return {
     env: c.env,
@@ -40,7 +42,7 @@ export function planContext(c: Context<AppEnv>, options: { probeMcpAuth: boolean
     mayUseOthers: userMayActOnOthers(c, "continue"),
     mcpServers: () =>
       (mcpServers ??= (async () => {
-        const servers = await serversOfRequest(c);
+        const servers = await serversOfRequest(c, options.callerCredentials ?? true);
         if (options.probeMcpAuth) await probeMcpAuth(servers.probes);
         return servers;
       })()),

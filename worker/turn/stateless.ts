@@ -47,11 +47,9 @@ export interface StatelessResult {
  * 429, 503, a failed backend); a blocked turn is a result like any other.
  */
 export async function runStatelessTurn(env: Env, ctx: { waitUntil(promise: Promise<unknown>): void }, rt: Runtime, plan: TurnPlan, counters: QuotaCounter[], signal: AbortSignal): Promise<StatelessResult> {
-  const model = await chooseTurnModel(rt, plan, null);
+  // The quota first, then the model (UPSTREAM "/v1/infer", order of operations): a caller out of
+  // tokens hears so whatever else is wrong with the request.
   const inputBytes = utf8Bytes(plan.instructions) + utf8Bytes(JSON.stringify(plan.input));
-  const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
-  if (tooLong) throw tooLong;
-
   const admission = counters.length > 0 ? await admitQuotas(env, counters, plan.requestId, estimateTokens(inputBytes)) : { admitted: {}, created: [] };
   if (admission instanceof ApiError) throw admission;
   const follow = (what: string, work: () => Promise<unknown>) => ctx.waitUntil(retried(what, work, () => recordDeliveryFailure(env, ctx, what)));
@@ -59,19 +57,23 @@ export async function runStatelessTurn(env: Env, ctx: { waitUntil(promise: Promi
     if (counters.length > 0) follow("quota-settle", () => settleQuotas(env, counters, plan.requestId, tokens));
     if (admission.created.length > 0) follow("quota-register", () => withStore(env, rt, (store) => Promise.all(admission.created.map((created) => store.quotaSubjects.register(created)))));
   };
-  const recordCall = modelCallRecorder(env, ctx, plan, model.model);
 
   let prepared: PreparedTurn | null = null;
   let collected: Collected;
   try {
+    const model = await chooseTurnModel(rt, plan, null);
+    const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
+    if (tooLong) throw tooLong;
     prepared = await prepareTurn(rt, plan, model);
     const answer = await openAnswer(rt, plan, prepared, [], { signal }, NO_APPROVALS);
     collected = await readAnswer(rt, plan, prepared, answer, signal, async () => undefined);
   } catch (error) {
-    if (prepared && !prepared.verdict) recordCall(false);
+    if (prepared && !prepared.verdict) modelCallRecorder(env, ctx, plan, prepared.model.model)(false);
     settle(0);
     throw error;
   }
+  const model = prepared.model.model;
+  const recordCall = modelCallRecorder(env, ctx, plan, model);
   if (prepared.verdict) recordValidationError(env, ctx, plan.endpoint);
   const status: TurnStatus = collected.status ?? "incomplete";
   const outcome = turnOutcome(rt, plan, prepared, status, collected, "", inputBytes);
@@ -87,7 +89,7 @@ export async function runStatelessTurn(env: Env, ctx: { waitUntil(promise: Promi
     const transcript = transcriptOf(plan, outcome);
     follow("transcript", () => withStore(env, rt, (store) => writeTranscript({ bucket: env.DATA, sql: store.sql }, rt.config.user_data_collection, transcript)));
   }
-  return { model: model.model, status, collected, outcome };
+  return { model, status, collected, outcome };
 }
 
 async function withStore<T>(env: Env, rt: Runtime, work: (store: ReturnType<typeof openStore>) => Promise<T>): Promise<T> {
