@@ -60,7 +60,10 @@ export function renderRun(report: BenchReport, command: string): string {
     lines.push(
       "- Runtimes: `miniflare` keeps the gateway's state (its Durable Objects', D1's and R2's SQLite files) on disk, as Miniflare does by " +
         "default, where every commit is written through with fsync; `miniflare-tmpfs` keeps the same files on tmpfs (/dev/shm): SQLite's " +
-        "work without this machine's disk. On Cloudflare a commit is confirmed by replication, which costs latency but not the object's thread.",
+        "work without this machine's disk. On Cloudflare a commit is confirmed by replication, which costs latency but not the object's thread. " +
+        "`miniflare-direct` keeps the state on disk and lets requests reach the gateway as Cloudflare does with `run_worker_first = true`: " +
+        "the Worker first, its assets binding (`CONFIG_FILES`) a service binding to a Worker serving only the files; in the other two, " +
+        "Miniflare's emulation of `[assets]` runs its router and RPC-proxy Workers in front of every request on the same thread.",
     );
   }
   if (options.backend.tokenDelayMs > 0) {
@@ -158,6 +161,7 @@ function ttftLine(row: TtftRow): string {
 /** Where the targets are read: Miniflare with its state on disk, and on tmpfs (see Mode). */
 const TARGET_MODES = [
   { mode: "miniflare", label: "state on disk" },
+  { mode: "miniflare-direct", label: "state on disk, routed as on Cloudflare" },
   { mode: "miniflare-tmpfs", label: "state on tmpfs" },
 ] as const;
 

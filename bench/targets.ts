@@ -144,6 +144,36 @@ export interface MiniflareTarget extends Target {
   mf: Miniflare;
 }
 
+type WorkerOptions = ReturnType<typeof unstable_getMiniflareWorkerOptions>["workerOptions"];
+
+/**
+ * How requests reach a Worker that has an assets binding. `miniflare`: as Miniflare emulates
+ * `[assets]`, through its router and RPC-proxy Workers, which run in front of every request on the
+ * same workerd thread even with `run_worker_first`. `direct`: as on Cloudflare with
+ * `run_worker_first = true`, the Worker itself receives every request, and its assets binding is a
+ * service binding to a Worker that serves only the assets (asked only when the Worker reads a file).
+ */
+export type AssetsRouting = "miniflare" | "direct";
+
+/** The Worker's options, and the Worker that serves its assets when they are bound directly. */
+function withAssetsRouting(options: WorkerOptions, name: string, routing: AssetsRouting): { entry: WorkerOptions; assetsWorker: Record<string, unknown> | null } {
+  const assets = options.assets as { directory: string; binding?: string; assetConfig?: unknown } | undefined;
+  if (routing === "miniflare" || !assets?.binding) return { entry: options, assetsWorker: null };
+  const { assets: _assets, ...entry } = options;
+  const assetsName = `${name}-assets`;
+  return {
+    entry: { ...entry, serviceBindings: { ...(entry.serviceBindings as Record<string, string> | undefined), [assets.binding]: assetsName } },
+    assetsWorker: {
+      name: assetsName,
+      compatibilityDate: options.compatibilityDate,
+      modules: true,
+      // Never reached: with no user Worker the router answers what is not an asset with a 404 itself.
+      script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+      assets: { directory: assets.directory, routerConfig: { has_user_worker: false }, assetConfig: assets.assetConfig },
+    },
+  };
+}
+
 /**
  * A Worker bundle in Miniflare with the bindings its wrangler configuration declares; state in
  * memory, or under `extra.resourcePersistencePath` (D1, Durable Objects, R2), kept across starts.
@@ -153,29 +183,34 @@ export async function startMiniflare(
   config: string,
   bundle: string,
   vars: Record<string, string>,
-  extra: { inspectorPort?: number; resourcePersistencePath?: string } = {},
+  extra: { inspectorPort?: number; resourcePersistencePath?: string; assetsRouting?: AssetsRouting } = {},
 ): Promise<MiniflareTarget> {
   const { workerOptions } = unstable_getMiniflareWorkerOptions(config);
   // The bundle is a single ES module, so wrangler's module rules have nothing left to match (and
   // Miniflare 5 refuses to convert them).
-  const { modulesRules: _rules, ...options } = workerOptions;
+  const { modulesRules: _rules, ...declared } = workerOptions;
+  const { assetsRouting = "miniflare", ...shared } = extra;
+  const { entry: options, assetsWorker } = withAssetsRouting(declared, name, assetsRouting);
+  const worker = {
+    ...options,
+    name,
+    modules: true,
+    scriptPath: bundle,
+    modulesRoot: dirname(bundle),
+    // (wrangler's type for these options lost its known keys to an index signature)
+    bindings: { ...(options.bindings as Record<string, Json> | undefined), ...vars },
+  };
   const workerdBefore = new Set(childPids("workerd"));
   const mf = new Miniflare(
     convertV4MiniflareOptions({
-      ...options,
-      name,
-      modules: true,
-      scriptPath: bundle,
-      modulesRoot: dirname(bundle),
-      // (wrangler's type for these options lost its known keys to an index signature)
-      bindings: { ...(options.bindings as Record<string, Json> | undefined), ...vars },
+      ...(assetsWorker ? { workers: [worker, assetsWorker] } : worker),
       host: "127.0.0.1",
       port: 0,
       cf: false,
       // A log line per request would be measured too.
       logRequests: false,
-      ...extra,
-    }),
+      ...shared,
+    } as Parameters<typeof convertV4MiniflareOptions>[0]),
   );
   let workerd = NaN;
   let stopped = false;
