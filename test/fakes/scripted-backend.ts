@@ -23,7 +23,9 @@
  *   1 for a string input.
  *   Answer text:
  *     instructions contain "summarise a conversation" (compaction) -> "Summary: " + the first 12
- *                           words of Q (markers removed); nothing when Q has #empty-summary.
+ *                           words of Q (markers removed); nothing when Q has #empty-summary; with
+ *                           #hold-summary=KEY in Q, answered only once POST /__release {key: KEY}
+ *                           has been made (before or after; at most 60 s).
  *     instructions contain "topic summary" (any case) -> "Topic: " + first five words of Q with
  *       markers removed. Such requests ignore every marker (no errors, no tools, no delays), so a
  *       question's markers act on the main call only.
@@ -193,7 +195,8 @@
  * Test control (not under /v1, not recorded): GET /__requests (recorded requests as JSON),
  *   DELETE /__requests (clear, 204), POST /__reset (clear requests, restore the seed, 204, and end
  *   an outage), POST /__outage {down: boolean} (204; while down, every /v1 request's connection is
- *   cut before any answer, as a server that went away; give such a test its own backend instance).
+ *   cut before any answer, as a server that went away; give such a test its own backend instance),
+ *   POST /__release {key} (204; lets the summaries held by #hold-summary=KEY be answered).
  * Anything else -> 404 "Invalid URL (METHOD path)". Bad JSON -> 400. Handler failures -> 500.
  */
 
@@ -371,7 +374,7 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|end-early|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|end-early|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|hold-summary=[\w-]+|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
@@ -485,7 +488,20 @@ export interface State {
   files: Map<string, StoredFile>;
   stores: Map<string, StoredVectorStore>;
   down: boolean;
+  /** Summaries held back by #hold-summary=KEY, and the keys already released (POST /__release). */
+  holds: Map<string, PromiseWithResolvers<void>>;
 }
+
+/** What #hold-summary=KEY waits for: the release of KEY, whenever it comes (and at most HOLD_MAX_MS). */
+function held(state: State, key: string): PromiseWithResolvers<void> {
+  let hold = state.holds.get(key);
+  if (!hold) {
+    hold = Promise.withResolvers<void>();
+    state.holds.set(key, hold);
+  }
+  return hold;
+}
+const HOLD_MAX_MS = 60_000;
 
 function chunkText(text: string): string[] {
   const all = words(text);
@@ -636,6 +652,7 @@ export const SEED_FILES: readonly SeedFile[] = [
 
 function resetState(state: State, seed: boolean): void {
   state.down = false;
+  state.holds.clear();
   state.files.clear();
   state.stores.clear();
   if (!seed) return;
@@ -860,6 +877,8 @@ export interface Plan {
   lateMs: number;
   /** Headers are sent at once, then nothing for this long (#stall-headers). */
   headersStallMs: number;
+  /** Nothing is sent until this key is released (#hold-summary=KEY, compaction's summariser only). */
+  holdKey: string | null;
   /** One malformed event (stream) or a body that is not JSON (non-stream). */
   garbled: boolean;
   /** JSON of the wrong shape: one event or chunk (stream), or the whole answer (non-stream). */
@@ -934,6 +953,7 @@ export function planResponse(
     endEarly: false,
     lateMs: 0,
     headersStallMs: 0,
+    holdKey: null,
     garbled: false,
     misshapen: false,
     ignoreStream: false,
@@ -944,6 +964,7 @@ export function planResponse(
   if (typeof instructions === "string" && /summarise a conversation/i.test(instructions)) {
     // Compaction's summariser: a short summary, or none when the conversation asks for that.
     plan.deltas = has(turn.question, "empty-summary") ? [] : splitDeltas(`Summary: ${words(cleanQuestion).slice(0, 12).join(" ")}`);
+    plan.holdKey = /#hold-summary=([\w-]+)/.exec(turn.question)?.[1] ?? null;
     return plan;
   }
   if (typeof instructions === "string" && /topic summary/i.test(instructions)) {
@@ -1324,6 +1345,11 @@ async function createResponse(ctx: Context): Promise<unknown> {
   const bearer = (ctx.req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
   const plan = planResponse(body, input, body.instructions, ctx.state, ctx.options, bearer);
   await pause(plan.lateMs, ctx.signal);
+  if (plan.holdKey !== null) {
+    // (AbortSignal.timeout's timer does not keep the process alive once the hold is released.)
+    const given = AbortSignal.any([ctx.signal, AbortSignal.timeout(HOLD_MAX_MS)]);
+    await Promise.race([held(ctx.state, plan.holdKey).promise, new Promise((resolve) => given.addEventListener("abort", resolve, { once: true }))]);
+  }
   if (body.stream === true && !plan.ignoreStream) {
     await streamResponse(ctx.res, ctx.signal, body, plan);
     return WRITTEN;
@@ -1587,6 +1613,14 @@ const ROUTES: Route[] = [
     },
   },
   {
+    method: "POST",
+    pattern: /^\/__release$/,
+    handler: (ctx) => {
+      held(ctx.state, String(ctx.body.key)).resolve();
+      return writeNoContent(ctx);
+    },
+  },
+  {
     method: "DELETE",
     pattern: /^\/__requests$/,
     handler: (ctx) => {
@@ -1705,7 +1739,7 @@ export async function startScriptedBackend(options: ScriptedBackendOptions = {})
     omitUsage: options.omitUsage ?? false,
     recordLimit: options.recordLimit ?? Infinity,
   };
-  const state: State = { files: new Map(), stores: new Map(), down: false };
+  const state: State = { files: new Map(), stores: new Map(), down: false, holds: new Map() };
   resetState(state, resolved.seed);
   const requests: RecordedRequest[] = [];
 

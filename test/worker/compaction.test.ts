@@ -25,6 +25,52 @@ async function summariserCalls(): Promise<number> {
   return requests.filter((request) => JSON.stringify(request.body).includes("summarise a conversation")).length;
 }
 
+/** A streaming_query body's events as they arrive (the stream may be read on after a break). */
+function sseEvents(response: Response): AsyncIterable<{ event: string; data: Record<string, unknown> }> {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  const next = async function* () {
+    for (;;) {
+      const end = buffered.indexOf("\n\n");
+      if (end >= 0) {
+        const block = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        const data = block.split("\n").find((line) => line.startsWith("data: "));
+        if (data) yield JSON.parse(data.slice(6)) as { event: string; data: Record<string, unknown> };
+        continue;
+      }
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffered += value;
+    }
+  };
+  return { [Symbol.asyncIterator]: () => next() };
+}
+
+/**
+ * Asks on /v1/streaming_query in a new conversation of `user` until a turn compacts, with the
+ * summariser held back (#hold-summary), and returns that turn's stream read up to its compaction
+ * event; `release` lets the summary be made.
+ */
+async function streamUntilCompaction(user: string) {
+  const key = `hold-${crypto.randomUUID().slice(0, 8)}`;
+  const backend = inject("backendUrl").replace(/\/v1$/, "");
+  const release = () => fetch(`${backend}/__release`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ key }) });
+  let id: string | undefined;
+  for (let n = 1; n <= 8; n++) {
+    const response = await call("/v1/streaming_query", { json: { query: question(n, `#hold-summary=${key}`), conversation_id: id }, config: enabled, user });
+    const events = sseEvents(response);
+    const seen: Array<{ event: string; data: Record<string, unknown> }> = [];
+    for await (const event of events) {
+      seen.push(event);
+      if (event.event === "compaction") return { events, seen, release, id: id ?? String(seen[0]!.data.conversation_id) };
+    }
+    expect(seen.at(-1)!.event).toBe("end");
+    id ??= String(seen[0]!.data.conversation_id);
+  }
+  throw new Error("no turn compacted");
+}
+
 describe("compaction", () => {
   it("summarises older turns once, sends the summary in their place and keeps the stored history whole", async () => {
     let id: string | undefined;
@@ -56,6 +102,28 @@ describe("compaction", () => {
     // The history clients read keeps every turn.
     const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { config: enabled, user: "compact" });
     expect(detail.body.chat_history).toHaveLength(compactedAt + 1);
+  });
+
+  it("on /v1/streaming_query the compaction event comes before the summary is made, the answer after it", async () => {
+    // The summariser answers only once the test lets it (#hold-summary), so the event must come first.
+    const { events, seen, release } = await streamUntilCompaction("compact-early");
+    expect(seen.map((e) => e.event)).toEqual(["start", "compaction"]);
+    await release();
+    for await (const event of events) seen.push(event);
+    expect(seen.filter((e) => e.event === "token").length).toBeGreaterThan(0);
+    expect(seen.at(-1)!.event).toBe("end");
+  });
+
+  it("a stream interrupted while its summary is made ends as interrupted, and the conversation goes on", async () => {
+    const user = "compact-interrupted";
+    const { events, seen, release, id } = await streamUntilCompaction(user);
+    const requestId = String(seen[0]!.data.request_id);
+    expect(await callJson("/v1/streaming_query/interrupt", { json: { request_id: requestId }, user })).toMatchObject({ status: 200, body: { interrupted: true } });
+    for await (const event of events) seen.push(event);
+    expect(seen.map((e) => e.event)).toEqual(["start", "compaction", "interrupted"]);
+    await release();
+    // Its slot is free: the next question is answered.
+    expect((await ask({ query: "short", conversation_id: id }, enabled, user)).status).toBe(200);
   });
 
   it("without compaction the same conversation is refused with 413 before the model is called", async () => {

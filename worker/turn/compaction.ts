@@ -55,6 +55,7 @@ export interface Compacted {
  * Summarises until the turn fits the window: `fixedTokens` is what the turn adds besides history
  * (instructions and its input). Null when there is nothing left to summarise (the caller's 413
  * then stands); an ApiError when the model could not summarise (the history is left as it was).
+ * `signal` stops the summary's model call (the turn was interrupted, or its stream's reader left).
  */
 export async function compact(
   rt: Runtime,
@@ -63,6 +64,7 @@ export async function compact(
   previous: ConversationSummary | null,
   window: number,
   fixedTokens: number,
+  signal: AbortSignal = new AbortController().signal,
 ): Promise<Compacted | null | ApiError> {
   const config = rt.config.compaction;
   const after = (summary: ConversationSummary | null) => turns.filter((turn) => turn.status !== "failed" && (!summary || turn.turnNumber > summary.throughTurn));
@@ -83,7 +85,7 @@ export async function compact(
       }
       return summary === previous ? null : { summary: summary!, history: compactedHistory(turns, summary) };
     }
-    const made = await summarise(rt, model, summary, older);
+    const made = await summarise(rt, model, summary, older, signal);
     if ("status" in made) return made;
     summary = made;
     const history = compactedHistory(turns, summary);
@@ -94,13 +96,13 @@ export async function compact(
 }
 
 /** One call of the model over the earlier summary and the turns it should now cover. */
-async function summarise(rt: Runtime, model: ModelInfo, previous: ConversationSummary | null, turns: StoredTurn[]): Promise<ConversationSummary | ApiError> {
+async function summarise(rt: Runtime, model: ModelInfo, previous: ConversationSummary | null, turns: StoredTurn[], signal: AbortSignal): Promise<ConversationSummary | ApiError> {
   const lines = turns.flatMap((turn) => [`user: ${turn.summary.user}`, ...(turn.summary.assistant ? [`assistant: ${turn.summary.assistant}`] : [])]);
   const input = `${previous ? `Summary of the conversation before:\n${previous.text}\n\n` : ""}Conversation:\n${lines.join("\n")}`;
   let text = "";
   try {
-    // Bounded by the backend's time-out like the turn's own call; nothing else stops it.
-    const events = await startModelCall(rt, model, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { signal: new AbortController().signal });
+    // Bounded by the backend's time-out like the turn's own call.
+    const events = await startModelCall(rt, model, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { signal });
     for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
   } catch (error) {
     return backendError(error, model.identifier);

@@ -113,7 +113,7 @@ function eventChannel(presenter: TurnPresenter, gone: () => void, stopped: Abort
 }
 
 /** The result of a turn that failed without an answer, charged `tokens`. */
-function failedResult(plan: TurnPlan, error: ApiError, tokens: number, availableQuotas: TurnResult["availableQuotas"]): TurnResult {
+function failedResult(plan: TurnPlan, error: WireError, tokens: number, availableQuotas: TurnResult["availableQuotas"]): TurnResult {
   return {
     status: "failed",
     response: null,
@@ -121,7 +121,7 @@ function failedResult(plan: TurnPlan, error: ApiError, tokens: number, available
     inputTokens: tokens,
     outputTokens: 0,
     summary: { user: plan.userText, assistant: "", tool_calls: [], tool_results: [] },
-    error: wire(error),
+    error,
     availableQuotas,
     ragChunks: [],
     referencedDocuments: [],
@@ -140,17 +140,19 @@ function turnHead(plan: TurnPlan, model: ChosenModel, inlineChunks: TurnHead["in
   };
 }
 
+/** A turn's stream, in the wire form its plan names; a reader that has gone stops the turn (`abort`). */
+function turnChannel(plan: TurnPlan, head: TurnHead, abort: AbortController) {
+  return eventChannel(plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES, () => abort.abort(CLIENT_GONE), abort.signal);
+}
+
 /**
- * A streamed turn whose compaction failed before its model call: its stream says so (start,
- * compaction, then the error) and ends; nothing is recorded or charged.
+ * A stream opened before its turn has started (see openBeforeCompaction): its head, its channel, and
+ * what stops the turn.
  */
-function failedStream(plan: TurnPlan, model: ChosenModel, error: ApiError): TurnStart {
-  const head = turnHead(plan, model, []);
-  const lines = eventChannel(plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES, () => undefined, new AbortController().signal);
-  void lines.send({ type: "compaction", conversationId: plan.conversationId });
-  void lines.send({ type: "finished", result: failedResult(plan, error, 0, {}) });
-  void lines.close();
-  return { ok: true, head, events: lines.readable };
+interface OpenedStream {
+  head: TurnHead;
+  lines: ReturnType<typeof turnChannel>;
+  abort: AbortController;
 }
 
 /** The abort reason of a stream whose reader went away, or whose client disconnected. */
@@ -202,7 +204,13 @@ export class ConversationDO extends ConversationDurableObject {
 
   /** Stops a running turn of this conversation; whether it was running here and the caller's. */
   async interrupt(requestId: string, userId: string): Promise<ConversationAccess> {
-    return this.interruptRunning(requestId, userId, INTERRUPTED);
+    const access = this.interruptRunning(requestId, userId, INTERRUPTED);
+    // A stream opened before its turn started (openBeforeCompaction) is stopped as well.
+    const opening = this.running.get(requestId)?.opening;
+    if (access !== "not_found" || !opening) return access;
+    if (this.running.get(requestId)!.userId !== userId) return "forbidden";
+    opening.abort(INTERRUPTED);
+    return "ok";
   }
 
   /** The conversation as its views show it; null when it does not exist, "forbidden" when not the caller's. */
@@ -266,7 +274,7 @@ export class ConversationDO extends ConversationDurableObject {
   }
 
   /** Turns started here and not yet ended; a stream's ends when its client goes (clientGone). */
-  private readonly running = new Map<string, { userId: string; clientGone: (() => void) | null }>();
+  private readonly running = new Map<string, { userId: string; clientGone: (() => void) | null; opening?: AbortController }>();
 
   /**
    * previous_response_id naming this conversation's latest answer continues it; naming an older one
@@ -293,7 +301,41 @@ export class ConversationDO extends ConversationDurableObject {
     }) as Promise<TurnStart>;
   }
 
-  private async start(rt: Runtime, plan: TurnPlan, release: () => void): Promise<TurnStart> {
+  /**
+   * A /v1/streaming_query turn that must compact first: its stream opens at once with the
+   * compaction event, before the summary is made, as the original's does (UPSTREAM "Compaction"),
+   * and the turn goes on behind it, holding the conversation; whatever stops it before its model
+   * call ends the stream with that error (nothing is then recorded or charged).
+   */
+  private openBeforeCompaction(rt: Runtime, plan: TurnPlan, model: ChosenModel, release: () => void): TurnStart {
+    const { requestId } = plan;
+    const head = turnHead(plan, model, []);
+    const abort = new AbortController();
+    const lines = turnChannel(plan, head, abort);
+    void lines.send({ type: "compaction", conversationId: plan.conversationId });
+    // Running from now on, so that run() leaves the conversation's slot to this turn; an interrupt
+    // stops it from now on too.
+    this.running.set(requestId, { userId: plan.auth.userId, clientGone: () => abort.abort(CLIENT_GONE), opening: abort });
+    void (async () => {
+      let started: TurnStart;
+      try {
+        started = await this.start(rt, plan, release, { head, lines, abort });
+      } catch (error) {
+        if (!(error instanceof ApiError)) log.error(`conversation turn ${requestId} failed before its stream`, error);
+        started = refuse(error instanceof ApiError ? error : errors.internal());
+      }
+      if (started.ok) return;
+      this.running.delete(requestId);
+      release();
+      const failed = failedResult(plan, started.error, 0, {});
+      await lines.send({ type: "finished", result: abort.signal.reason === INTERRUPTED ? { ...failed, status: "interrupted", error: null } : failed });
+      await lines.close();
+    })();
+    return { ok: true, head, events: lines.readable };
+  }
+
+  /** Runs a turn that holds its conversation; `opened`: its stream is already open (openBeforeCompaction). */
+  private async start(rt: Runtime, plan: TurnPlan, release: () => void, opened: OpenedStream | null = null): Promise<TurnStart> {
     const { requestId } = plan;
     const userId = plan.auth.userId;
     // Its client left while it waited: nothing is asked of the model, nothing recorded or charged.
@@ -314,9 +356,9 @@ export class ConversationDO extends ConversationDurableObject {
     // Compaction (README "Conversations"): older turns summarised in place of themselves, this turn holding the conversation.
     let compacted = false;
     if (window !== undefined && compactionDue(rt.config.compaction, window, estimateTokens(inputBytes))) {
-      const result = await compact(rt, model.model, this.turns(), summary, window, estimateTokens(ownBytes));
-      // streaming_query's client is told in its stream, as the original's is (UPSTREAM "Compaction").
-      if (result instanceof ApiError) return plan.endpoint === "/v1/streaming_query" ? failedStream(plan, model, result) : refuse(result);
+      if (plan.endpoint === "/v1/streaming_query" && !opened) return this.openBeforeCompaction(rt, plan, model, release);
+      const result = await compact(rt, model.model, this.turns(), summary, window, estimateTokens(ownBytes), opened?.abort.signal);
+      if (result instanceof ApiError) return refuse(result);
       if (result) {
         this.setMeta("summary", JSON.stringify(result.summary));
         history = result.history;
@@ -324,6 +366,8 @@ export class ConversationDO extends ConversationDurableObject {
         compacted = true;
       }
     }
+    // Interrupted, or its reader left, while the summary was made.
+    if (opened?.abort.signal.aborted) return refuse(errors.clientGone());
     const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
     if (tooLong) return refuse(tooLong);
 
@@ -341,7 +385,7 @@ export class ConversationDO extends ConversationDurableObject {
       ...admission.created.map((created) => ({ kind: "quota-register" as const, payload: created })),
     ];
 
-    const abort = new AbortController();
+    const abort = opened?.abort ?? new AbortController();
     const startedAt = new Date().toISOString();
     // Marked once the model call is on its way (see startRunning and JSON_MARKER_DELAY_MS); interruptible from now.
     const marker = this.startRunning(
@@ -385,7 +429,7 @@ export class ConversationDO extends ConversationDurableObject {
     }
     if (prepared.verdict) recordValidationError(this.env, this.ctx, plan.endpoint);
     const ready = prepared;
-    const head = turnHead(plan, model, ready.retrieval.chunks);
+    const head = opened?.head ?? turnHead(plan, model, ready.retrieval.chunks);
     let besideAnswer: Promise<string | null> | null = null;
 
     /** What the turn records, and what it reports. Throws when the turn could not be recorded. */
@@ -439,7 +483,7 @@ export class ConversationDO extends ConversationDurableObject {
         log.error(`conversation turn ${requestId} could not be recorded`, error);
         this.failRunning(requestId);
         const estimate = estimateTokens(inputBytes);
-        return failedResult(plan, errors.internal("the answer could not be recorded"), estimate, remaining(admission.admitted, estimate));
+        return failedResult(plan, wire(errors.internal("the answer could not be recorded")), estimate, remaining(admission.admitted, estimate));
       } finally {
         this.running.delete(requestId);
         release();
@@ -467,12 +511,12 @@ export class ConversationDO extends ConversationDurableObject {
       // A stream: its events go back while the turn runs, `finished` last, as NDJSON lines or in the
       // wire form the plan names. A reader that has gone (the client disconnected) stops the backend
       // call; the turn is then incomplete.
-      const presenter = plan.presentation ? streamPresenter(plan.presentation, head) : EVENT_LINES;
-      const lines = eventChannel(presenter, () => abort.abort(CLIENT_GONE), abort.signal);
+      const lines = opened?.lines ?? turnChannel(plan, head, abort);
       const shown = shownEvents(plan.endpoint);
       void (async () => {
         try {
-          if (compacted) await lines.send({ type: "compaction", conversationId: plan.conversationId });
+          // (An opened stream has told it already.)
+          if (compacted && !opened) await lines.send({ type: "compaction", conversationId: plan.conversationId });
           const collected = await read(async (event) => {
             if (!shown || shown(event)) await lines.send({ type: "backend", event });
           });
