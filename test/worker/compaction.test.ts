@@ -5,10 +5,11 @@ import { describe, expect, inject, it } from "vitest";
 import { callJson, call, echoedRequest, readSse, testConfig } from "./helpers.ts";
 
 const WINDOW = 700;
-const config = (compaction: Record<string, unknown>) =>
+const config = (compaction: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
   testConfig({
     inference: { context_windows: { "scripted/parley-small": WINDOW, "scripted/parley-large": WINDOW } },
     compaction: { token_floor: 0, threshold_ratio: 0.7, buffer_turns: 2, buffer_max_ratio: 0.3, ...compaction },
+    ...extra,
   });
 const enabled = config({ enabled: true });
 const disabled = config({ enabled: false });
@@ -135,6 +136,24 @@ describe("compaction", () => {
       else id ??= answer.body.conversation_id;
     }
     expect(refused?.detail).toMatchObject({ response: "Prompt is too long" });
+  });
+
+  it("a caller without tokens is refused before the summary is made, on the stream too with an HTTP 429", async () => {
+    const user = "compact-no-tokens";
+    // A conversation grown until it no longer fits without compaction.
+    let id: string | undefined;
+    for (let n = 1; n <= 8; n++) {
+      const answer = await ask({ query: question(n), conversation_id: id }, disabled, user);
+      if (answer.status === 413) break;
+      id ??= answer.body.conversation_id;
+    }
+    const spent = config({ enabled: true }, { quota_handlers: { limiters: [{ name: "none-left", type: "user_limiter", initial_quota: 0, quota_increase: 0, period: "1 day" }] } });
+    const before = await summariserCalls();
+    const streamed = await call("/v1/streaming_query", { json: { query: question(9), conversation_id: id }, config: spent, user });
+    expect(streamed.status).toBe(429);
+    expect(await streamed.json()).toEqual({ detail: { response: "The quota has been exceeded", cause: `User ${user} has no available tokens` } });
+    expect((await ask({ query: question(9), conversation_id: id }, spent, user)).status).toBe(429);
+    expect(await summariserCalls()).toBe(before);
   });
 
   it("a summary the model leaves empty is an error, and the history is left as it was", async () => {

@@ -62,15 +62,15 @@ export async function admitQuotas(env: Env, counters: QuotaCounter[], reservatio
   const refused = counters.findIndex((_, index) => !results[index]!.ok);
   if (refused >= 0) {
     await settleQuotas(env, counters.filter((_, index) => results[index]!.ok), reservationId, 0);
-    const counter = counters[refused]!;
     const { available: left, needed: wanted, held } = results[refused] as Extract<Admission, { ok: false }>;
-    const who = counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
+    const counter = counters[refused]!;
+    const who = whose(counter);
     // Tokens that turns in progress hold come back as they end: worth a retry soon when they would
     // be enough (the counter itself covers what is needed), unlike a spent quota.
     if (held > 0 && left + held >= wanted) {
       return errors.quotaExceeded(`${who} has ${left} tokens, but ${wanted} tokens are needed: ${held} are held by answers in progress; try again once they end`, 1);
     }
-    return errors.quotaExceeded(left <= 0 ? `${who} has no available tokens` : `${who} has ${left} tokens, but ${wanted} tokens are needed`);
+    return left <= 0 ? noTokensLeft(counter) : errors.quotaExceeded(`${who} has ${left} tokens, but ${wanted} tokens are needed`);
   }
   const admitted: AvailableQuotas = {};
   const created: Admitted["created"] = [];
@@ -81,6 +81,25 @@ export async function admitQuotas(env: Env, counters: QuotaCounter[], reservatio
     if (result.created) created.push({ limiter: counter.spec.name, subject: counter.subject, nextResetAt: result.nextResetAt });
   });
   return { admitted, created };
+}
+
+/** How a refusal names a counter's subject. */
+function whose(counter: QuotaCounter): string {
+  return counter.spec.type === "cluster_limiter" ? "Cluster" : `User ${counter.subject}`;
+}
+
+function noTokensLeft(counter: QuotaCounter): ApiError {
+  return errors.quotaExceeded(`${whose(counter)} has no available tokens`);
+}
+
+/**
+ * The original's check before a turn: a 429 when a counter has no tokens left at all (turns in
+ * progress aside), without reserving anything. For work a turn does before its admission that
+ * costs a model call of its own (compaction's summary), so a caller without tokens does not cause it.
+ */
+export async function spentQuota(env: Env, counters: QuotaCounter[]): Promise<ApiError | null> {
+  const spent = (await readQuotas(env, counters)).find((counter) => counter.reading.available <= 0);
+  return spent ? noTokensLeft(spent) : null;
 }
 
 /** Settles a turn's reservation on every counter with the tokens it used. Idempotent. */

@@ -10,7 +10,7 @@ import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
 import { recordDeliveryFailure, recordValidationError } from "../metrics/recorder.ts";
-import { admitQuotas, quotaCounters, remaining, settleQuotas, type QuotaCounter } from "../quota/quotas.ts";
+import { admitQuotas, quotaCounters, remaining, settleQuotas, spentQuota, type QuotaCounter } from "../quota/quotas.ts";
 import { loadRuntime, type Runtime } from "../runtime.ts";
 import { openStore } from "../storage/open-store.ts";
 import type { ConversationRecord } from "../storage/store.ts";
@@ -356,7 +356,12 @@ export class ConversationDO extends ConversationDurableObject {
     // Compaction (README "Conversations"): older turns summarised in place of themselves, this turn holding the conversation.
     let compacted = false;
     if (window !== undefined && compactionDue(rt.config.compaction, window, estimateTokens(inputBytes))) {
-      if (plan.endpoint === "/v1/streaming_query" && !opened) return this.openBeforeCompaction(rt, plan, model, release);
+      if (!opened) {
+        // The summary is a model call the caller is not charged for: not made for one without tokens.
+        const spent = counters.length > 0 ? await spentQuota(this.env, counters) : null;
+        if (spent) return refuse(spent);
+        if (plan.endpoint === "/v1/streaming_query") return this.openBeforeCompaction(rt, plan, model, release);
+      }
       const result = await compact(rt, model.model, this.turns(), summary, window, estimateTokens(ownBytes), opened?.abort.signal);
       if (result instanceof ApiError) return refuse(result);
       if (result) {
