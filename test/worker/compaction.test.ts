@@ -138,6 +138,17 @@ describe("compaction", () => {
     expect(refused?.detail).toMatchObject({ response: "Prompt is too long" });
   });
 
+  it("a conversation deleted while its summary is made stays deleted: the stream ends with its 404", async () => {
+    const user = "compact-deleted";
+    const { events, seen, release, id } = await streamUntilCompaction(user);
+    expect((await callJson(`/v1/conversations/${id}`, { method: "DELETE", config: enabled, user })).status).toBe(200);
+    await release();
+    for await (const event of events) seen.push(event);
+    expect(seen.map((e) => e.event)).toEqual(["start", "compaction", "error"]);
+    expect(seen[2]!.data).toMatchObject({ status_code: 404, response: "Conversation not found" });
+    expect((await callJson(`/v1/conversations/${id}`, { config: enabled, user })).status).toBe(404);
+  });
+
   it("a caller without tokens is refused before the summary is made, on the stream too with an HTTP 429", async () => {
     const user = "compact-no-tokens";
     // A conversation grown until it no longer fits without compaction.

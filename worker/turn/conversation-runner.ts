@@ -363,6 +363,8 @@ export class ConversationDO extends ConversationDurableObject {
         if (plan.endpoint === "/v1/streaming_query") return this.openBeforeCompaction(rt, plan, model, release);
       }
       const result = await compact(rt, model.model, this.turns(), summary, window, estimateTokens(ownBytes), opened?.abort.signal);
+      // Deleted while the summary was made: nothing of it is kept.
+      if (this.owner() === null) return refuse(errors.notFound("Conversation", plan.conversationId));
       if (result instanceof ApiError) return refuse(result);
       if (result) {
         this.setMeta("summary", JSON.stringify(result.summary));
