@@ -1139,6 +1139,15 @@ export async function pause(ms: number, signal: AbortSignal): Promise<void> {
   if (ms > 0) await sleep(ms, undefined, { signal });
 }
 
+/** What an answer waits for before anything of it is sent: #late, and a held summary's release. */
+export async function beforeAnswering(ctx: Context, plan: Plan): Promise<void> {
+  await pause(plan.lateMs, ctx.signal);
+  if (plan.holdKey === null) return;
+  // (AbortSignal.timeout's timer does not keep the process alive once the hold is released.)
+  const given = AbortSignal.any([ctx.signal, AbortSignal.timeout(HOLD_MAX_MS)]);
+  await Promise.race([held(ctx.state, plan.holdKey).promise, new Promise((resolve) => given.addEventListener("abort", resolve, { once: true }))]);
+}
+
 /** The in-progress form of a tool item and the progress events OpenAI sends between added and done. */
 function toolItemProgress(item: JsonObject): { added: JsonObject; events: Array<[string, JsonObject]> } {
   const ref = { item_id: item.id };
@@ -1344,12 +1353,7 @@ async function createResponse(ctx: Context): Promise<unknown> {
   }
   const bearer = (ctx.req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
   const plan = planResponse(body, input, body.instructions, ctx.state, ctx.options, bearer);
-  await pause(plan.lateMs, ctx.signal);
-  if (plan.holdKey !== null) {
-    // (AbortSignal.timeout's timer does not keep the process alive once the hold is released.)
-    const given = AbortSignal.any([ctx.signal, AbortSignal.timeout(HOLD_MAX_MS)]);
-    await Promise.race([held(ctx.state, plan.holdKey).promise, new Promise((resolve) => given.addEventListener("abort", resolve, { once: true }))]);
-  }
+  await beforeAnswering(ctx, plan);
   if (body.stream === true && !plan.ignoreStream) {
     await streamResponse(ctx.res, ctx.signal, body, plan);
     return WRITTEN;

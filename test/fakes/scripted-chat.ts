@@ -7,6 +7,7 @@
 import type { ServerResponse } from "node:http";
 import {
   ApiError,
+  beforeAnswering,
   cutConnection,
   writeJsonAnswer,
   findModel,
@@ -212,7 +213,7 @@ export async function createChatCompletion(ctx: Context): Promise<unknown> {
   const bearer = (ctx.req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
   // Planned as the Responses request it stands for; `tools` holds no file_search in the chat wire.
   const plan = planResponse(body, input, instructions, ctx.state, ctx.options, bearer);
-  await pause(plan.lateMs, ctx.signal);
+  await beforeAnswering(ctx, plan);
   if (body.stream === true && !plan.ignoreStream) {
     await streamChat(ctx, ctx.res, body, plan);
     return WRITTEN;
