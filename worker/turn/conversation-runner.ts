@@ -206,10 +206,10 @@ export class ConversationDO extends ConversationDurableObject {
   async interrupt(requestId: string, userId: string): Promise<ConversationAccess> {
     const access = this.interruptRunning(requestId, userId, INTERRUPTED);
     // A stream opened before its turn started (openBeforeCompaction) is stopped as well.
-    const opening = this.running.get(requestId)?.opening;
-    if (access !== "not_found" || !opening) return access;
-    if (this.running.get(requestId)!.userId !== userId) return "forbidden";
-    opening.abort(INTERRUPTED);
+    const running = this.running.get(requestId);
+    if (access !== "not_found" || !running?.opening) return access;
+    if (running.userId !== userId) return "forbidden";
+    running.opening.abort(INTERRUPTED);
     return "ok";
   }
 
