@@ -280,32 +280,50 @@ const DEV_FLAGS = ["--ip", "127.0.0.1", "--show-interactive-dev-session=false", 
  * first, then execs wrangler dev). State goes to `persistTo` (PARLEY_STATE_DIR), so the benchmark
  * neither reads nor grows anyone's .wrangler/state.
  */
+/** Attempts at starting a wrangler dev whose port was taken before it could bind it (see startDev). */
+const DEV_START_ATTEMPTS = 3;
+
+/**
+ * Spawns a wrangler dev on free ports and waits until it answers. A port freePort found free can be
+ * handed to another listener before wrangler binds it (npm run dev applies the D1 migrations first,
+ * seconds later; the reliability suite's restart test once lost its port so): it then starts again on
+ * new ports.
+ */
+async function startDev(name: string, spawn: (port: number, inspector: number) => Child): Promise<DevTarget> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const inspector = await freePort();
+    const spawnedAt = performance.now();
+    const child = spawn(port, inspector);
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);
+      return { name, url, child, spawnedAt, readyAt, cpuMs: () => groupCpuMs(child.pid), stop: child.stop };
+    } catch (error) {
+      await child.stop();
+      if (attempt >= DEV_START_ATTEMPTS || !/Address already in use/.test(child.output())) throw error;
+    }
+  }
+}
+
 export async function startGatewayDev(backendUrl: string, persistTo: string): Promise<DevTarget> {
-  const port = await freePort();
-  const inspector = await freePort();
-  const spawnedAt = performance.now();
-  const child = startChild(
-    "gateway (wrangler dev)",
-    "npm",
-    ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), "--var", `PARLEY_BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
-    { cwd: ROOT, env: { ...CHILD_ENV, PARLEY_STATE_DIR: persistTo } },
+  return startDev("gateway", (port, inspector) =>
+    startChild(
+      "gateway (wrangler dev)",
+      "npm",
+      ["run", "dev", "--", "--port", String(port), "--inspector-port", String(inspector), "--var", `PARLEY_BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
+      { cwd: ROOT, env: { ...CHILD_ENV, PARLEY_STATE_DIR: persistTo } },
+    ),
   );
-  const url = `http://127.0.0.1:${port}`;
-  const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);
-  return { name: "gateway", url, child, spawnedAt, readyAt, cpuMs: () => groupCpuMs(child.pid), stop: child.stop };
 }
 
 export async function startFloorDev(backendUrl: string): Promise<DevTarget> {
-  const port = await freePort();
-  const inspector = await freePort();
-  const spawnedAt = performance.now();
-  const child = startChild(
-    "floor (wrangler dev)",
-    process.execPath,
-    [WRANGLER, "dev", "--config", FLOOR_CONFIG, "--port", String(port), "--inspector-port", String(inspector), "--var", `BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
-    { cwd: ROOT, env: CHILD_ENV },
+  return startDev("floor", (port, inspector) =>
+    startChild(
+      "floor (wrangler dev)",
+      process.execPath,
+      [WRANGLER, "dev", "--config", FLOOR_CONFIG, "--port", String(port), "--inspector-port", String(inspector), "--var", `BACKEND_URL:${backendUrl}`, ...DEV_FLAGS],
+      { cwd: ROOT, env: CHILD_ENV },
+    ),
   );
-  const url = `http://127.0.0.1:${port}`;
-  const readyAt = await waitForOk(`${url}/liveness`, 90_000, child);
-  return { name: "floor", url, child, spawnedAt, readyAt, cpuMs: () => groupCpuMs(child.pid), stop: child.stop };
 }
