@@ -135,11 +135,14 @@ export const MAX_WAITING_TURNS = 1_000;
 export const MAX_WAITING_UNITS = 8 * 1024 * 1024;
 
 /**
- * Snapshots (keyed entries: the conversation's record) wait this long before delivery, so that the
- * turns of a busy conversation cost one record write between them, not one each (the list views'
- * lag). Other entries (quota settlement, token history, transcripts) go at once.
+ * Snapshots (keyed entries: the conversation's record) go at once when none went in the last this
+ * many milliseconds, and otherwise this long after the last one started, so that a conversation's
+ * first answer shows in the list views as soon as it is written (a client that lists right after
+ * asking finds it), while the turns of a busy conversation cost one record write between them, not
+ * one each (the list views' lag). Other entries (quota settlement, token history, transcripts) go
+ * at once.
  */
-const SNAPSHOT_DELAY_MS = 1_000;
+const SNAPSHOT_INTERVAL_MS = 1_000;
 /** Outbox retries: 1 s, doubling, at most 5 minutes apart. */
 const RETRY_FIRST_MS = 1_000;
 const RETRY_MAX_MS = 300_000;
@@ -248,6 +251,8 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   private marksAt: number | null = null;
   /** Keys of snapshots waiting in the outbox (known to this instance): asking for one again writes nothing. */
   private readonly waitingSnapshots = new Set<string>();
+  /** When the latest delivery of each snapshot key began (known to this instance). */
+  private readonly snapshotsSentAt = new Map<string, number>();
   /** Whether the approvals table may hold rows (null: not known yet); a wake skips the sweep when it holds none. */
   private mayHaveApprovals: boolean | null = null;
 
@@ -502,11 +507,12 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   /** Ends a running turn without recording it (it never reached the backend). */
   protected abandonRunning(requestId: string, afterwards: OutboxEntry[] = []): void {
     this.endRunning(requestId);
+    let due: number | null = null;
     this.transaction(() => {
       this.clearRunning(requestId);
-      this.addToOutbox(afterwards);
+      due = this.addToOutbox(afterwards);
     });
-    this.deliverSoon(afterwards);
+    this.deliverSoon(due);
   }
 
   /**
@@ -518,6 +524,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     const exists = this.owner() !== null;
     const stored: StoredTurn = { ...turn, turnNumber: this.nextTurnNumber() };
     const kept = exists ? afterwards : afterwards.filter((entry) => !entry.key);
+    let due: number | null = null;
     this.withCreation(() =>
       this.transaction(() => {
         this.clearRunning(turn.requestId);
@@ -525,12 +532,12 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
           this.insertTurn(stored);
           if (approvals) this.recordApprovals(turn.requestId, approvals);
         }
-        this.addToOutbox(kept);
+        due = this.addToOutbox(kept);
       }),
     );
     // Still running until recorded: a turn whose commit failed can be recorded as failed instead.
     this.endRunning(turn.requestId);
-    this.deliverSoon(kept);
+    this.deliverSoon(due);
     if (exists && approvals && (approvals.created.length > 0 || approvals.answered.length > 0)) this.scheduleApprovalWake();
     return exists ? stored : null;
   }
@@ -823,52 +830,65 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
   // Outbox
   // -------------------------------------------------------------------------------------------
 
-  /** Stores work that must follow and sees to its delivery. */
+  /**
+   * Stores work that must follow a change made outside a turn (a new topic summary, once per
+   * conversation) and delivers it at once, a snapshot too.
+   */
   protected enqueue(entries: OutboxEntry[]): void {
-    this.addToOutbox(entries);
-    this.deliverSoon(entries);
+    this.deliverSoon(this.addToOutbox(entries, true));
   }
 
   /**
-   * Stores work that must follow and delivers it before returning (a change the caller made
-   * explicitly, such as a new topic summary, shows in the lists at once); a failed delivery is
-   * retried as usual.
+   * The same, returning once delivered (a change the caller made explicitly shows in the lists
+   * when it is told so); a failed delivery is retried as usual.
    */
   protected async enqueueNow(entries: OutboxEntry[]): Promise<void> {
-    this.addToOutbox(entries, true);
-    this.flushOutbox();
+    this.enqueue(entries);
     await this.flushing;
   }
 
-  /** Entries just stored go out now, snapshots once their delay has passed. */
-  private deliverSoon(entries: OutboxEntry[]): void {
-    if (entries.some((entry) => !entry.key)) this.flushOutbox();
-    else if (entries.length > 0 && !this.flushing && (this.wakeTimerAt === null || this.wakeTimerAt > Date.now() + SNAPSHOT_DELAY_MS)) {
-      this.wakeAt(Date.now() + SNAPSHOT_DELAY_MS).catch((error: unknown) => log.error("conversation outbox: could not schedule its delivery", error));
+  /** Sees to the delivery of entries just stored, `due` being the earliest (see addToOutbox). */
+  private deliverSoon(due: number | null): void {
+    if (due === null) return;
+    if (due <= Date.now()) this.flushOutbox();
+    // A delivery under way sets the next wake itself when it ends.
+    else if (!this.flushing && (this.wakeTimerAt === null || this.wakeTimerAt > due)) {
+      this.wakeAt(due).catch((error: unknown) => log.error("conversation outbox: could not schedule its delivery", error));
     }
   }
 
-  private addToOutbox(entries: OutboxEntry[], now = false): void {
+  /**
+   * Stores entries; returns when the earliest of them is due (null when none was stored: only
+   * snapshots already waiting). A snapshot is due at once unless one of its key was delivered
+   * within SNAPSHOT_INTERVAL_MS; `now` makes it due at once regardless.
+   */
+  private addToOutbox(entries: OutboxEntry[], now = false): number | null {
+    let due: number | null = null;
     for (const entry of entries) {
       // One waiting snapshot covers every later change (it is read at delivery), unless it is wanted sooner.
       if (entry.key && !now && this.waitingSnapshots.has(entry.key)) continue;
       const payload = JSON.stringify(entry.payload);
+      let at = Date.now();
       if (entry.key) {
-        // Its delivery time stays (so that a busy conversation's record is not put off forever)
-        // unless it is wanted sooner.
+        const sentAt = this.snapshotsSentAt.get(entry.key);
+        if (!now && sentAt !== undefined) at = Math.max(at, sentAt + SNAPSHOT_INTERVAL_MS);
+        // A snapshot asked for while its delivery is under way has a row still: it is due again
+        // at the time just worked out, not at once.
         this.sql.exec(
-          "INSERT INTO outbox (key, kind, payload, next_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, kind = excluded.kind, next_at = MIN(outbox.next_at, excluded.next_at)",
+          "INSERT INTO outbox (key, kind, payload, next_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, kind = excluded.kind, next_at = excluded.next_at",
           entry.key,
           entry.kind,
           payload,
-          now ? 0 : Date.now() + SNAPSHOT_DELAY_MS,
+          now ? 0 : at,
         );
         this.waitingSnapshots.add(entry.key);
       } else {
         // A transcript may be as large as its question and answer: beyond one value, in chunks.
         this.sql.exec("INSERT INTO outbox (kind, payload) VALUES (?, ?)", entry.kind, keptText(this.sql, `outbox:${crypto.randomUUID()}`, payload));
       }
+      due = due === null ? at : Math.min(due, at);
     }
+    return due;
   }
 
   /** Delivers what is due now, in order; runs again when entries arrive during a delivery. */
@@ -903,7 +923,12 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
         if (rows.length === 0) continue;
       }
       // From here a change asks for its snapshot again: this delivery may read the state before it.
-      for (const row of rows) if (row.key) this.waitingSnapshots.delete(row.key);
+      const startedAt = Date.now();
+      for (const row of rows) {
+        if (!row.key) continue;
+        this.waitingSnapshots.delete(row.key);
+        this.snapshotsSentAt.set(row.key, startedAt);
+      }
       const entries = rows.map((row) => ({ kind: row.kind, payload: JSON.parse(textOf(this.sql, row.payload)) as unknown, ...(row.key ? { key: row.key } : {}) }));
       try {
         await this.deliver(entries);

@@ -52,8 +52,9 @@ describe("conversation views", () => {
       expect(listed.body.conversations[0]?.message_count).toBe(1);
     });
     const asked = Date.now();
-    expect((await callJson("/v1/query", { json: { query: "and again", conversation_id: id }, user })).status).toBe(200);
-    // The record waits a second for more turns (its timer); the alarm covers it, set with its slack of 30 s.
+    for (const query of ["and again", "and once more"]) expect((await callJson("/v1/query", { json: { query, conversation_id: id }, user })).status).toBe(200);
+    // Written less than a second before, the record waits for the rest of that second (its timer);
+    // the alarm covers it, set with its slack of 30 s.
     const stub = env.CONVERSATION.getByName(id);
     const alarm = await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
     expect(alarm).toBeGreaterThan(asked + 1_000);
@@ -63,8 +64,18 @@ describe("conversation views", () => {
     await runDurableObjectAlarm(env.CONVERSATION.getByName(id));
     await eventually(async () => {
       const listed = await callJson<{ conversations: Array<{ message_count: number }> }>("/v1/conversations", { user });
-      expect(listed.body.conversations[0]?.message_count).toBe(2);
+      expect(listed.body.conversations[0]?.message_count).toBe(3);
     });
+  });
+
+  it("lists a new conversation as soon as its first answer has come, and a busy one within a second", async () => {
+    const user = "lister";
+    const listed = async () => (await callJson<{ conversations: Array<{ conversation_id: string; message_count: number }> }>("/v1/conversations", { user })).body.conversations;
+    const id = await newConversation(user, "Say hello");
+    // No waiting: a client that lists right after its answer finds the conversation.
+    expect(await listed()).toEqual([expect.objectContaining({ conversation_id: id, message_count: 1 })]);
+    for (const query of ["one", "two", "three"]) expect((await callJson("/v1/query", { json: { query, conversation_id: id }, user })).status).toBe(200);
+    await eventually(async () => expect((await listed())[0]?.message_count).toBe(4));
   });
 
   it("lists, shows, updates and deletes a conversation in every version", async () => {
