@@ -166,8 +166,11 @@ export function median(values: number[]): number {
   return percentile([...values].sort((a, b) => a - b), 0.5);
 }
 
-/** A token event in either wire format: Parley's streaming_query or the Responses API's SSE. */
-const FIRST_TOKEN = /"event":\s*"token"|event: response\.output_text\.delta/;
+/**
+ * A token event with text in either wire format: Parley's streaming_query (not the empty token
+ * that announces a text part) or the Responses API's SSE.
+ */
+const FIRST_TOKEN = /"event":\s*"token",\s*"data":\s*\{\s*"id":\s*\d+,\s*"token":\s*"(?!")|event: response\.output_text\.delta/;
 
 export interface StreamSample {
   status: number;

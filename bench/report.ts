@@ -102,7 +102,7 @@ export function renderRun(report: BenchReport, command: string): string {
   lines.push("");
   lines.push(
     "Own fetch client, one request at a time, floor and gateway alternating; TTFT = request sent → first token event read " +
-      "(`data: {\"event\":\"token\"…` from Parley's streaming_query, `event: response.output_text.delta` from the Responses API). " +
+      "(the first `data: {\"event\":\"token\"…` with text from Parley's streaming_query, not the empty one that announces the answer's text part; `event: response.output_text.delta` from the Responses API). " +
       "`/v1/streaming_query` continues one conversation; streamed `/v1/responses` starts a new one each time. Milliseconds.",
   );
   lines.push("");

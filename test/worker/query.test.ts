@@ -194,11 +194,13 @@ describe("POST /v1/streaming_query", () => {
     expect(events[0]!.data.request_id).toMatch(/^[0-9a-f-]{36}$/);
     const tokens = events.filter((e) => e.event === "token");
     expect(tokens.map((t) => t.data.id)).toEqual(tokens.map((_, i) => i));
+    // The answer's text part is announced by an empty token, as the original does; the deltas follow.
+    expect(tokens[0]!.data.token).toBe("");
     const complete = events.find((e) => e.event === "turn_complete")!;
     expect(complete.data.token).toBe(tokens.map((t) => t.data.token).join(""));
     expect(complete.data.token).toBe("[user_turns=1] You said: stream this please");
     const end = events.at(-1)!;
-    expect(end).toMatchObject({ event: "end", data: { referenced_documents: [], truncated: false, output_tokens: tokens.length }, available_quotas: {} });
+    expect(end).toMatchObject({ event: "end", data: { referenced_documents: [], truncated: false, output_tokens: tokens.length - 1 }, available_quotas: {} });
     const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${id}`, { user: "alice" });
     expect(detail.body.chat_history).toHaveLength(1);
   });
@@ -212,7 +214,7 @@ describe("POST /v1/streaming_query", () => {
   it("ends with an error event when the backend fails mid-stream", async () => {
     const response = await call("/v1/streaming_query", { json: { query: "#fail-midstream" }, user: "alice" });
     const events = (await readSse(response)).map((e) => e.data as { event: string; data: Record<string, unknown> });
-    expect(events.filter((e) => e.event === "token")).toHaveLength(2);
+    expect(events.filter((e) => e.event === "token" && e.data.token !== "")).toHaveLength(2);
     expect(events.at(-1)).toMatchObject({ event: "error", data: { status_code: 500, response: "Internal server error" } });
   });
 

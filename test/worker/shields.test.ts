@@ -44,9 +44,9 @@ describe("input shields", () => {
     const events = (await readSse(await call("/v1/streaming_query", { json: { query: "#unsafe stream" }, user: "sheila", config }))).map(
       (e) => e.data as { event: string; data: Record<string, unknown> },
     );
-    expect(events.map((e) => e.event)).toEqual(["start", "token", "turn_complete", "end"]);
-    expect(events[1]!.data.token).toBe(REFUSAL);
-    expect(events[3]!.data).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+    expect(events.map((e) => e.event)).toEqual(["start", "token", "token", "turn_complete", "end"]);
+    expect(events.slice(1, 3).map((e) => e.data.token)).toEqual(["", REFUSAL]);
+    expect(events[4]!.data).toMatchObject({ input_tokens: 0, output_tokens: 0 });
   });
 
   it("answers /v1/responses with status blocked, in JSON and as a stream", async () => {
@@ -139,7 +139,7 @@ describe("output shields", () => {
       (e) => e.data as { event: string; data: Record<string, unknown> },
     );
     expect(JSON.stringify(events)).not.toContain("#unsafe words");
-    expect(events.filter((e) => e.event === "token").map((e) => e.data.token)).toEqual(["Answer withheld."]);
+    expect(events.filter((e) => e.event === "token").map((e) => e.data.token)).toEqual(["", "Answer withheld."]);
     expect(events.at(-1)!.event).toBe("end");
   });
 

@@ -266,17 +266,20 @@ export type TurnEvent =
 
 /**
  * Which backend events an endpoint shows its client, null for all of them. /v1/responses relays
- * every event; the other streams show text deltas and tool calls (streaming_query's token,
- * tool_call and tool_result events, A2A's status messages) and take everything else from the
- * result, so the conversation's Durable Object sends them nothing else: not the answer's message
- * item either, whose text the deltas already carried (and which, sent first, would hold the first
- * delta back behind it).
+ * every event; the other streams show text deltas, the start of each text part (streaming_query's
+ * empty token, as the original sends) and tool calls (streaming_query's token, tool_call and
+ * tool_result events, A2A's status messages) and take everything else from the result, so the
+ * conversation's Durable Object sends them nothing else: not the answer's message item either,
+ * whose text the deltas already carried (and which, sent first, would hold the first delta back
+ * behind it).
  */
 export function shownEvents(endpoint: TurnEndpoint): ((event: ResponseStreamEvent) => boolean) | null {
   return endpoint === "/v1/responses" ? null : textAndTools;
 }
 const textAndTools = (event: ResponseStreamEvent): boolean =>
-  event.type === "response.output_text.delta" || ((event.type === "response.output_item.added" || event.type === "response.output_item.done") && event.item.type !== "message");
+  event.type === "response.output_text.delta" ||
+  event.type === "response.content_part.added" ||
+  ((event.type === "response.output_item.added" || event.type === "response.output_item.done") && event.item.type !== "message");
 
 /**
  * The answer of the one call that runs a turn: an error that stopped it before it started (404,

@@ -111,7 +111,10 @@ export const QueryResponseSchema = z.object({
 /** REFERENCE "Query": each `data:` line of /v1/streaming_query, one of these. */
 export const QueryStreamEventSchema = z.discriminatedUnion("event", [
   z.object({ event: z.literal("start"), data: z.object({ conversation_id: z.string(), request_id: z.string() }) }),
-  z.object({ event: z.literal("token"), data: z.object({ id: z.int(), token: z.string() }) }),
+  z.object({
+    event: z.literal("token"),
+    data: z.object({ id: z.int(), token: z.string().describe("A piece of the answer; empty where a part of the answer begins, as the original sends") }),
+  }),
   z.object({ event: z.literal("tool_call"), data: ToolCallSummarySchema }),
   z.object({ event: z.literal("tool_result"), data: ToolResultSummarySchema }),
   z.object({ event: z.literal("turn_complete"), data: z.object({ id: z.int(), token: z.string().describe("The whole answer") }) }),

@@ -85,6 +85,10 @@ function queryEvents(turn: TurnHead): TurnPresenter {
         const backend = event.event;
         if (backend.type === "response.output_text.delta") {
           out.enqueue(line("token", { id: tokenId++, token: backend.delta }));
+        } else if (backend.type === "response.content_part.added") {
+          // The original announces each part of the answer with an empty token (clients that
+          // show its first token as a status line skip it).
+          out.enqueue(line("token", { id: tokenId++, token: "" }));
         } else if (backend.type === "response.output_item.done") {
           const item = backend.item as unknown as Item;
           const call = toolCall(item);
