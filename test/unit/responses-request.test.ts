@@ -384,7 +384,11 @@ describe("tool_choice", () => {
     expect(rejected(withInput({ tool_choice: { type: "function" } }))).toMatchObject({ response: "Missing required attributes", cause: "tool_choice.name" });
     expect(rejected(withInput({ tool_choice: { type: "mcp" } }))).toMatchObject({ response: "Missing required attributes", cause: "tool_choice.server_label" });
     expect(rejected(withInput({ tool_choice: { type: "function", name: 3 } })).response).toBe("Invalid attribute value");
-    expectRejected(withInput({ tool_choice: { type: "allowed_tools", mode: "auto", tools: [{ name: "f" }] } }), "tool_choice", "type");
+  });
+
+  it("accepts allowed_tools filters without a type (they allow no tool)", () => {
+    const form = { type: "allowed_tools", mode: "required", tools: [{ "non-existing": "tool" }, { name: "f" }] };
+    expect(accepted(withInput({ tool_choice: form })).tool_choice).toEqual(form);
   });
 });
 

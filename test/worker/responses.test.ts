@@ -177,6 +177,18 @@ describe("POST /v1/responses rules", () => {
     expect(fileSearch.body.detail!.response).toBe("Tool conflict detected");
   });
 
+  it("takes an allowed_tools filter without a type as allowing no tool, as the original does", async () => {
+    const choice = { type: "allowed_tools", mode: "required", tools: [{ "non-existing": "tool" }] };
+    const none = await post({ input: "Say hello", tools: [], tool_choice: choice });
+    expect(none.status).toBe(200);
+    expect((none.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["message"]);
+    // With a tool offered, the backend is told that none may be called.
+    const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
+    const offered = await post({ input: "#echo-request", tools: [fn], tool_choice: choice });
+    expect(offered.status).toBe(200);
+    expect(echoedRequest(offered.body.output_text as string).tool_choice).toBe("none");
+  });
+
   it("translates store ids to the backend and back", async () => {
     const rag = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] });
     const res = await post({ input: "#echo-request", tools: [{ type: "file_search", vector_store_ids: ["docs"] }] }, { config: rag });

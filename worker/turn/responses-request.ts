@@ -280,8 +280,9 @@ const ToolChoiceObjectSchema = byType("tool_choice", [
     type: z.literal("allowed_tools"),
     mode: z.enum(["auto", "required"]),
     // A filter matches a tool when all its attributes match; an MCP filter without a name covers
-    // every tool of its server (SPEC "tool_choice").
-    tools: z.array(z.looseObject({ type: nonEmpty(), server_label: optional(z.string()), name: optional(z.string()) })),
+    // every tool of its server (SPEC "tool_choice"). One without a type covers no tool (as in the
+    // original, a filter of unknown attributes is no error: it allows nothing).
+    tools: z.array(z.looseObject({ type: optional(nonEmpty()), server_label: optional(z.string()), name: optional(z.string()) })),
   }),
   z.looseObject({ type: z.literal("file_search") }),
   z.looseObject({ type: z.enum(WEB_SEARCH_TOOL_TYPES) }),

@@ -24,6 +24,7 @@ import { chooseModel } from "./models.ts";
 import { moderate, moderationText, type ShieldVerdict } from "./shields.ts";
 import { summarizeTurn } from "./summaries.ts";
 import { answerWithTools, openToolbox, type ToolLoop } from "./tool-loop.ts";
+import { backendAllowedTools } from "./tools.ts";
 
 const NOTHING_RETRIEVED: Retrieval = { chunks: [], referencedDocuments: [], context: null };
 
@@ -128,7 +129,7 @@ export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: Prepared
   const model = prepared.model.model;
   if (prepared.verdict) return blockedStream(prepared.verdict.refusal, model.identifier, plan.instructions, null);
   const turnInput = withInlineContext(backendInput(plan.input), prepared.retrieval.context);
-  const params = { ...plan.params, model: model.identifier, instructions: plan.instructions, store: false };
+  const params = { ...plan.params, tool_choice: backendAllowedTools(plan.params.tool_choice), model: model.identifier, instructions: plan.instructions, store: false };
   if (!plan.mcp && tools.resumed.length === 0) return startModelCall(rt, model, { ...params, input: [...history, ...turnInput] as never }, plan.streaming, call);
 
   const mcp = plan.mcp ?? NO_MCP;
@@ -150,7 +151,7 @@ export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: Prepared
         call,
       );
     },
-    { ...tools, toolbox, mcp, toolChoice: plan.params.tool_choice, signal },
+    { ...tools, toolbox, mcp, toolChoice: params.tool_choice, signal },
   );
 }
 

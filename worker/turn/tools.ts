@@ -165,6 +165,17 @@ export function checkMcpToolChoice(choice: ToolChoice, turnTools: TurnTools): vo
   }
 }
 
+/**
+ * tool_choice as the backend is to take it: an allowed_tools filter without a type covers no tool
+ * (the original answers such a request, without tools), and a list that allows no tool is `none`.
+ */
+export function backendAllowedTools(choice: BackendParams["tool_choice"]): BackendParams["tool_choice"] {
+  if (typeof choice !== "object" || choice === null || choice.type !== "allowed_tools") return choice;
+  const typed = choice.tools.filter((filter) => filter.type != null);
+  if (typed.length === 0) return "none";
+  return typed.length === choice.tools.length ? choice : { ...choice, tools: typed };
+}
+
 /** The tools as a response shows them: the client's as sent, the server's file_search; client store ids. */
 export function presentTools(config: Config, turnTools: TurnTools): Tool[] {
   return turnTools.tools.map((tool) =>
