@@ -220,6 +220,8 @@ function storedUnitsOf(json: StoredJson): number {
 
 /** A conversation its first turn created, not yet written. */
 type Creation = { owner: string; createdAt: string; seed: StoredTurn[] };
+/** Meta key: how many turns (the first ones) a fork was seeded with. */
+const SEEDED_TURNS = "seeded_turns";
 
 export abstract class ConversationDurableObject extends DurableObject<Env> {
   private readonly rawSql: SqlStorage;
@@ -352,6 +354,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     // What storage holds is read first (meta, turns), so that the creation is added to it.
     this.meta("owner");
     this.cachedMeta!.set("owner", creation.owner).set("created_at", creation.createdAt);
+    if (creation.seed.length > 0) this.cachedMeta!.set(SEEDED_TURNS, String(creation.seed.length));
     this.cachedOwner = creation.owner;
     this.turns();
     for (const turn of creation.seed) this.remember(turn);
@@ -367,6 +370,7 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
     this.transaction(() => {
       this.setMeta("owner", creation.owner);
       this.setMeta("created_at", creation.createdAt);
+      if (creation.seed.length > 0) this.setMeta(SEEDED_TURNS, String(creation.seed.length));
       for (const turn of creation.seed) this.writeTurn(turn);
       write();
     });
@@ -602,6 +606,15 @@ export abstract class ConversationDurableObject extends DurableObject<Env> {
       });
     }
     return this.cachedTurns;
+  }
+
+  /**
+   * The turns the conversation's views show: a fork's starts with the turn that forked it (SPEC
+   * "Conversation continuity"); the turns it was seeded with are its model's history only.
+   */
+  protected ownTurns(): StoredTurn[] {
+    const seeded = Number(this.meta(SEEDED_TURNS) ?? 0);
+    return seeded === 0 ? this.turns() : this.turns().filter((turn) => turn.turnNumber > seeded);
   }
 
   /**

@@ -45,8 +45,13 @@ describe("POST /v1/responses with the openai client", () => {
     const fork = (await openai.responses.create({ input: "fork", previous_response_id: a.id })) as unknown as OpenAI.Responses.Response & WithExtensions;
     expect(fork.output_text).toBe("[user_turns=2] You said: fork");
     expect(fork.conversation).not.toBe(a.conversation);
+    // The model saw the history up to the response forked from; the new conversation starts with the fork's turn.
     const forked = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${fork.conversation.slice(5)}`, { user: "olivia" });
-    expect(forked.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["one", "fork"]);
+    expect(forked.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["fork"]);
+    const listed = await callJson<{ conversations: Array<{ conversation_id: string; message_count: number }> }>("/v1/conversations", { user: "olivia" });
+    expect(listed.body.conversations.find((c) => c.conversation_id === fork.conversation.slice(5))?.message_count).toBe(1);
+    const again = await openai.responses.create({ input: "after the fork", previous_response_id: fork.id });
+    expect(again.output_text).toBe("[user_turns=3] You said: after the fork");
 
     const c = await openai.responses.create({ input: "three", previous_response_id: b.id });
     expect(c.output_text).toBe("[user_turns=3] You said: three");

@@ -367,15 +367,17 @@ describe("questions larger than the model or the storage take", () => {
 
     const next = await callJson<{ output_text: string }>("/v1/responses", { json: { input: "and then?", previous_response_id: first.body.id }, user: "size" });
     expect(next.status).toBe(200);
-    const fork = await callJson<{ conversation: string }>("/v1/responses", { json: { input: "or else?", previous_response_id: first.body.id }, user: "size" });
+    const fork = await callJson<{ conversation: string; output_text: string }>("/v1/responses", { json: { input: "or else?", previous_response_id: first.body.id }, user: "size" });
     expect(fork.status).toBe(200);
     expect(fork.body.conversation).not.toBe(first.body.conversation);
-    for (const [id, turns] of [[first.body.conversation, 2], [fork.body.conversation, 2]] as const) {
+    // The fork's model saw the large first turn; its views start with the fork's own turn.
+    expect(fork.body.output_text).toBe("[user_turns=2] You said: or else?");
+    for (const [id, question, turns] of [[first.body.conversation, big, 2], [fork.body.conversation, "or else?", 1]] as const) {
       // The conversation endpoints take the id without the Responses API's "conv_".
       const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id.slice(5)}`, { user: "size" });
       expect(detail.status).toBe(200);
       expect(detail.body.chat_history).toHaveLength(turns);
-      expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(big);
+      expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(question);
     }
   });
 

@@ -217,7 +217,7 @@ export class ConversationDO extends ConversationDurableObject {
   async describe(userId: string, mayReadOthers: boolean): Promise<{ createdAt: string; topicSummary: string | null; turns: StoredTurn[] } | "not_found" | "forbidden"> {
     const access = this.access(userId, mayReadOthers);
     if (access !== "ok") return access;
-    return { createdAt: this.createdAt(), topicSummary: this.meta("topic_summary"), turns: this.turns() };
+    return { createdAt: this.createdAt(), topicSummary: this.meta("topic_summary"), turns: this.ownTurns() };
   }
 
   /** Sets the topic summary (PUT on the conversation); the record store follows through the outbox. */
@@ -567,7 +567,7 @@ export class ConversationDO extends ConversationDurableObject {
 
   /** The conversation's record as the list views show it, written whole (latest state wins). */
   private record(conversationId: string): ConversationRecord {
-    const turns = this.turns().filter((turn) => turn.status !== "failed");
+    const turns = this.ownTurns().filter((turn) => turn.status !== "failed");
     const last = turns.at(-1);
     return {
       id: conversationId,
