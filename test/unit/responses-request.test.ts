@@ -224,6 +224,10 @@ describe("conversation context", () => {
   it("allows one of them to be null", () => {
     accepted(withInput({ conversation: "a".repeat(48), previous_response_id: null }));
   });
+
+  it("refuses a moderation's id as previous_response_id, as the original does", () => {
+    expectRejected(withInput({ previous_response_id: "modr_foo" }), "previous_response_id", "You cannot provide context by moderation response.");
+  });
 });
 
 describe("scalar fields", () => {

@@ -412,6 +412,10 @@ export const ResponsesRequestSchema = z
         message: "`conversation` and `previous_response_id` are mutually exclusive; send at most one of them",
       });
     }
+    // A moderation's id (the original's blocked answers): no context to continue from (SPEC "Conversation continuity").
+    if (body.previous_response_id?.startsWith("modr")) {
+      ctx.addIssue({ code: "custom", path: ["previous_response_id"], message: "You cannot provide context by moderation response." });
+    }
   });
 
 /** The request as parsed: defaults applied (store, stream, tool_choice, generate_topic_summary, ...). */
