@@ -659,6 +659,28 @@ describe("document formats", () => {
     expect(problems(`${MINIMAL}conversation_cache: {memory: {max_entries: 5}}\n`)).toEqual(["conversation_cache.memory: type: required when a cache backend is configured"]);
   });
 
+  it("reads the original's newer forms: the ogx section, agent card security_schemes, approvals as durations", () => {
+    const text = [
+      "ogx:",
+      "  url: http://127.0.0.1:8321",
+      "customization:",
+      "  agent_card_config:",
+      "    security_schemes: {bearer: {type: http, scheme: bearer}}",
+      "approvals:",
+      "  approval_timeout: 5 second",
+      "  approval_retention: 7 days",
+      "",
+    ].join("\n");
+    const config = accepted(parseConfig(text, {}));
+    expect(config.inference_backend.url).toBe("http://127.0.0.1:8321");
+    expect(config.customization.agent_card_config?.securitySchemes).toEqual({ bearer: { type: "http", scheme: "bearer" } });
+    expect(config.approvals).toEqual({ approval_timeout_seconds: 5, approval_retention_days: 7 });
+    expect(accepted(parseConfig(`${MINIMAL}approvals: {approval_retention: 10 seconds}\n`, {})).approvals.approval_retention_days).toBe(10 / 86_400);
+    expect(problems(`${MINIMAL}approvals: {approval_timeout: 60 seconds, approval_timeout_seconds: 60}\n`)).toEqual([
+      "approvals.approval_timeout: give approval_timeout or approval_timeout_seconds, not both",
+    ]);
+  });
+
   it("refuses credentials with a wildcard CORS origin, in the original's words", () => {
     expect(problems(`${MINIMAL}service: {cors: {allow_origins: ["*"], allow_credentials: true}}\n`)).toEqual([
       "service.cors.allow_credentials: Invalid CORS configuration: allow_credentials can not be set to true when allow origins contains the '*' wildcard.",

@@ -97,13 +97,20 @@ function uniqueProblems(problems: ConfigProblem[]): ConfigProblem[] {
   });
 }
 
-/** Sections the original system names otherwise (UPSTREAM "Vocabulary"), read under SPEC's names. */
-const FORMER_NAMES: Record<string, string> = { llama_stack: "inference_backend", okp: "portal" };
+/**
+ * Sections the original system names otherwise (UPSTREAM "Vocabulary"; `ogx` is what its newer
+ * configurations call the backend's section), read under SPEC's names.
+ */
+const FORMER_NAMES: Record<string, string> = { llama_stack: "inference_backend", ogx: "inference_backend", okp: "portal" };
 
-/** Keys the original system names otherwise inside a section: the portal's address (UPSTREAM "Vocabulary"). */
+/**
+ * Keys the original system names otherwise inside a section: the portal's address (UPSTREAM
+ * "Vocabulary"), and the agent card's security schemes as its newer configurations spell them.
+ */
 const FORMER_KEYS: Array<{ section: readonly string[]; former: string; name: string }> = [
   { section: ["portal"], former: "rhokp_url", name: "portal_url" },
   { section: ["rag", "okp"], former: "rhokp_url", name: "portal_url" },
+  { section: ["customization", "agent_card_config"], former: "security_schemes", name: "securitySchemes" },
 ];
 
 /**

@@ -555,10 +555,46 @@ export const McpServersSchema = z
   .default([])
   .superRefine(uniqueNames((server) => server.name, "name", "MCP server name"));
 
-export const ApprovalsSchema = z.strictObject({
-  approval_timeout_seconds: int(1).default(300),
-  approval_retention_days: int(0).default(30),
+/** Output is the period in seconds, whatever form the operator wrote (PostgreSQL interval input). */
+const IntervalSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  const seconds = intervalSeconds(value);
+  if (seconds === null) {
+    ctx.addIssue({ code: "custom", message: 'expected a PostgreSQL interval such as "1 day", "12 hours", "1 mon", "01:00:00", "P1D" or a number of seconds' });
+    return z.NEVER;
+  }
+  const whole = wholePositive(seconds);
+  if (whole === null) {
+    const need = seconds <= 0 ? "must be longer than zero" : "must be a whole number of seconds";
+    ctx.addIssue({ code: "custom", message: `${need} (it is ${seconds} seconds)` });
+    return z.NEVER;
+  }
+  return whole;
 });
+
+/**
+ * SPEC's names, or the original's newer ones, which take durations ("60 seconds", "7 days"):
+ * either form of each, not both. Output: SPEC's names (retention in days, a fraction for a
+ * duration shorter than a day).
+ */
+export const ApprovalsSchema = z
+  .strictObject({
+    approval_timeout_seconds: int(1).optional(),
+    approval_retention_days: int(0).optional(),
+    approval_timeout: IntervalSchema.optional(),
+    approval_retention: IntervalSchema.optional(),
+  })
+  .superRefine((approvals, ctx) => {
+    for (const [name, other] of [
+      ["approval_timeout", "approval_timeout_seconds"],
+      ["approval_retention", "approval_retention_days"],
+    ] as const) {
+      if (approvals[name] !== undefined && approvals[other] !== undefined) ctx.addIssue({ code: "custom", path: [name], message: `give ${name} or ${other}, not both` });
+    }
+  })
+  .transform((approvals) => ({
+    approval_timeout_seconds: approvals.approval_timeout ?? approvals.approval_timeout_seconds ?? 300,
+    approval_retention_days: approvals.approval_retention !== undefined ? approvals.approval_retention / 86_400 : (approvals.approval_retention_days ?? 30),
+  }));
 
 export const CompactionSchema = z.strictObject({
   enabled: flag().default(false),
@@ -586,22 +622,6 @@ export const ShieldsSchema = z
 // ---------------------------------------------------------------------------------------------
 // Quotas
 // ---------------------------------------------------------------------------------------------
-
-/** Output is the period in seconds, whatever form the operator wrote (PostgreSQL interval input). */
-const IntervalSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const seconds = intervalSeconds(value);
-  if (seconds === null) {
-    ctx.addIssue({ code: "custom", message: 'expected a PostgreSQL interval such as "1 day", "12 hours", "1 mon", "01:00:00", "P1D" or a number of seconds' });
-    return z.NEVER;
-  }
-  const whole = wholePositive(seconds);
-  if (whole === null) {
-    const need = seconds <= 0 ? "must be longer than zero" : "must be a whole number of seconds";
-    ctx.addIssue({ code: "custom", message: `${need} (it is ${seconds} seconds)` });
-    return z.NEVER;
-  }
-  return whole;
-});
 
 export const QuotaLimiterSchema = z.strictObject({
   type: z.enum(["user_limiter", "cluster_limiter"]),
