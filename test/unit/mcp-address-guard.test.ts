@@ -92,8 +92,8 @@ describe("checkServerUrl", () => {
   });
 
   it("refuses URLs that are not http(s) or not URLs at all", () => {
-    expect(refused("ftp://mcp.example.com/")).toBe("must be an http or https URL");
-    expect(refused("file:///etc/passwd")).toBe("must be an http or https URL");
+    expect(refused("ftp://mcp.example.com/")).toBe("must be an http or https URL (scheme http:// or https://)");
+    expect(refused("file:///etc/passwd")).toBe("must be an http or https URL (scheme http:// or https://)");
     expect(refused("not a url")).toBe("is not a valid URL");
   });
 
@@ -135,7 +135,7 @@ describe("serverUrlError", () => {
       },
     });
     expect(serverUrlError("url", "https://mcp.example.com/", [])).toBeUndefined();
-    expect(serverUrlError("url", "gopher://x/", [])?.cause).toBe("url: must be an http or https URL");
+    expect(serverUrlError("url", "gopher://x/", [])?.cause).toBe("url: must be an http or https URL (scheme http:// or https://)");
   });
 });
 

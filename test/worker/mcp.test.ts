@@ -329,6 +329,8 @@ describe("/v1/mcp-servers", () => {
       body: { detail: { response: "Mcp Server already exists", cause: `Mcp Server with name ${name} is already registered` } },
     });
     expect((await callJson("/v1/mcp-servers", { config, json: { name: "static-dup", url: url("s", name) } })).status).toBe(409);
+    // A name taken is the conflict, whatever the address (one the guard would refuse too).
+    expect((await callJson("/v1/mcp-servers", { config, json: { name, url: "http://mock-mcp:3000" } })).status).toBe(409);
   });
 
   it("refuses a URL that is not http(s)", async () => {
@@ -337,7 +339,7 @@ describe("/v1/mcp-servers", () => {
       json: { name: label("ftp"), url: "ftp://mcp.example.com/mcp" },
     });
     expect(status).toBe(422);
-    expect(body.detail).toEqual({ response: "Invalid attribute value", cause: "url: must be an http or https URL" });
+    expect(body.detail).toEqual({ response: "Invalid attribute value", cause: "url: must be an http or https URL (scheme http:// or https://)" });
   });
 
   it("refuses an internal address unless the operator allows that host", async () => {

@@ -33,6 +33,9 @@ const LOOPBACK_ALIASES = ["localtest.me", "lvh.me", "vcap.me", "nip.io", "sslip.
 /** Internal names without the conventional suffixes that clouds answer on their metadata networks. */
 const METADATA_NAMES = new Set(["metadata", "instance-data", "metadata.google.internal", "metadata.azure.com"]);
 
+/** What a URL of another scheme is told (the original's check names the scheme). */
+export const NOT_HTTP = "must be an http or https URL (scheme http:// or https://)";
+
 /**
  * Whether `url` may be used as an MCP server address from a caller: http(s) only, and not an
  * internal address unless its host is listed in `allowedHosts` (mcp_security.allowed_internal_hosts).
@@ -44,7 +47,7 @@ export function checkServerUrl(url: string, allowedHosts: readonly string[]): Ad
   } catch {
     return { ok: false, reason: "is not a valid URL" };
   }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return { ok: false, reason: "must be an http or https URL" };
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return { ok: false, reason: NOT_HTTP };
   const host = normalizeHost(parsed.hostname);
   if (allowedHosts.some((allowed) => normalizeHost(allowed) === host)) return { ok: true };
   const internal = internalHostReason(host);

@@ -8,7 +8,7 @@ import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
 import { MCP_CREDENTIAL_KEYWORDS } from "../config/schema.ts";
 import { ApiError, errors } from "../errors.ts";
-import { serverUrlError } from "../mcp/address-guard.ts";
+import { NOT_HTTP, serverUrlError } from "../mcp/address-guard.ts";
 import { listTools, type McpTool } from "../mcp/client.ts";
 import { probeMcpAuth } from "../mcp/oauth-probe.ts";
 import { cachedRegistry, isHeaderName, mcpServerDefinitions, requestMcpServers, type McpServer } from "../mcp/servers.ts";
@@ -24,7 +24,7 @@ const headerName = () => z.string().refine(isHeaderName, "must be an HTTP header
 
 export const RegistrationSchema = z.strictObject({
   name: z.string().min(1, "must not be empty").max(256, "must be at most 256 characters"),
-  url: z.string().refine((value) => /^https?:\/\//i.test(value) && URL.canParse(value), "must be an http or https URL"),
+  url: z.string().refine((value) => /^https?:\/\//i.test(value) && URL.canParse(value), NOT_HTTP),
   provider_id: z.string().min(1, "must not be empty").nullish(),
   authorization_headers: z.record(headerName(), z.string()).nullish(),
   headers: z
@@ -144,12 +144,14 @@ mcp.post("/v1/mcp-servers", guard(ACTIONS.registerMcpServer), registrationBodyLi
     }
     authorizationHeaders[header] = kind;
   }
+  // A name taken is a conflict whatever the address (SPEC's 409), so it is checked first.
+  const conflict = () => errors.conflict("Mcp Server already exists", `Mcp Server with name ${body.name} is already registered`);
+  const servers = registry(c);
+  if (rt.config.mcp_servers.some((server) => server.name === body.name) || (await servers.get(body.name)) !== null) throw conflict();
   const refused = serverUrlError("url", body.url, rt.config.mcp_security.allowed_internal_hosts);
   if (refused) throw refused;
-  const conflict = () => errors.conflict("Mcp Server already exists", `Mcp Server with name ${body.name} is already registered`);
-  if (rt.config.mcp_servers.some((server) => server.name === body.name)) throw conflict();
   const providerId = body.provider_id ?? DEFAULT_PROVIDER_ID;
-  const created = await registry(c).create({
+  const created = await servers.create({
     name: body.name,
     url: body.url,
     providerId,
