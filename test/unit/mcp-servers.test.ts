@@ -245,6 +245,18 @@ describe("serversForCaller", () => {
     expect(result.servers[1]!.timeoutMs).toBe(MCP_DEFAULT_TIMEOUT_SECONDS * 1000);
   });
 
+  it("logs each server left out in the original's words", () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    try {
+      serversForCaller([definitions[2]!], caller());
+      expect(warn.mock.calls.map((call) => String(call[0]))).toEqual([
+        expect.stringContaining("Skipping MCP server 'needs-client': Required: X-Key | Resolved: none | Missing: X-Key"),
+      ]);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it("with the caller's credentials every server is usable, and the caller-supplied ones are probed", () => {
     const result = serversForCaller(
       definitions,

@@ -292,7 +292,10 @@ export function serversForCaller(definitions: McpServerDefinition[], caller: Cal
       result.probes.push({ name: definition.name, url: definition.url, authorization: headerValue(assembled.headers, "authorization") });
     }
     if (assembled.missing.length > 0) {
-      log.warn(`MCP server '${definition.name}' skipped: no value for ${assembled.missing.join(", ")}`);
+      // In the original's words, which its operators' log searches look for.
+      const required = Object.keys(definition.authorizationHeaders);
+      const resolved = required.filter((name) => !assembled.missing.includes(name));
+      log.warn(`Skipping MCP server '${definition.name}': Required: ${required.join(", ")} | Resolved: ${resolved.join(", ") || "none"} | Missing: ${assembled.missing.join(", ")}`);
       result.skipped.push({ name: definition.name, missing: assembled.missing });
       continue;
     }
