@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
-import { call, callJson, echoedRequest, eventually, readSse, testConfig, wireMode } from "./helpers.ts";
+import { backendRequests, call, callJson, echoedRequest, eventually, readSse, testConfig, wireMode } from "./helpers.ts";
 
 type QueryResponse = {
   conversation_id: string;
@@ -247,6 +247,20 @@ describe("query tools", () => {
     byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],
     mcp_servers: [{ name: "helper", url: `${fake.base}/s/query-tools/mcp` }],
     mcp_security: { allowed_internal_hosts: ["127.0.0.1"] },
+  });
+
+  it("gives the file_search tool the unified form's rag.retrieval.tool.max_chunks", async () => {
+    const capped = testConfig({ rag: { byok: { stores: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] }, retrieval: { tool: { sources: ["docs"], max_chunks: 2 } } } });
+    const question = "#echo-request capped tool search";
+    const res = await ask({ query: question }, { config: capped });
+    expect(res.status).toBe(200);
+    // A Chat Completions backend has no file_search tool: Parley searches the store itself, with the tool's bound.
+    if (wireMode() === "chat") {
+      const searches = await backendRequests<{ query: string; max_num_results: number }>("/search", (body) => body.query === question);
+      expect(searches.map((search) => search.body.max_num_results)).toEqual([2]);
+    } else {
+      expect(echoedRequest(res.body.response).tools[0]).toEqual({ type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 2 });
+    }
   });
 
   it("offers the server's tools, restricted by vector_store_ids, and none with no_tools", async () => {

@@ -36,7 +36,7 @@ export interface Retrieval {
 
 const nothing = (): Retrieval => ({ chunks: [], referencedDocuments: [], context: null });
 /** The backend's bound for max_num_results. */
-const MAX_SEARCH_RESULTS = 50;
+export const MAX_SEARCH_RESULTS = 50;
 
 /**
  * The portal's search modes in the backend's words. `search_mode` is Llama Stack's extension of the

@@ -11,13 +11,10 @@ import { errors } from "../errors.ts";
 import { resourceCall } from "./backend-errors.ts";
 import { clientMcpServer } from "../mcp/servers.ts";
 import { findStore, isPortalStore, knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
-import { staticFilter } from "../rag/retrieval.ts";
+import { MAX_SEARCH_RESULTS, staticFilter } from "../rag/retrieval.ts";
 import { allOf, type SearchFilter } from "../rag/solr.ts";
 import type { PlanContext } from "./plan.ts";
 import type { Tool, ToolChoice } from "./responses-request.ts";
-
-/** How many results file_search returns to the model (SPEC "Limits": tool RAG chunks). */
-const TOOL_RAG_RESULTS = 10;
 
 export interface TurnTools {
   /** The request's tools, then the server's file_search when it applies (backend store ids). */
@@ -59,7 +56,9 @@ async function checkClientStores(config: Config, backends: Backends, ids: readon
 function serverFileSearch(config: Config, vectorStoreIds?: string[] | null): Tool[] {
   const stores = vectorStoreIds ?? knowledgeSources(config).tool;
   if (stores.length === 0) return [];
-  return [{ type: "file_search", vector_store_ids: stores.map((id) => toBackendStoreId(config, id)), max_num_results: TOOL_RAG_RESULTS }];
+  // As many results as the configuration gives the tool (rag.retrieval.tool.max_chunks; 10 otherwise), within the backend's bound.
+  const results = Math.min(knowledgeSources(config).retrieval.toolMaxChunks, MAX_SEARCH_RESULTS);
+  return [{ type: "file_search", vector_store_ids: stores.map((id) => toBackendStoreId(config, id)), max_num_results: results }];
 }
 
 /**
