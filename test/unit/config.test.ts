@@ -659,7 +659,7 @@ describe("document formats", () => {
     expect(problems(`${MINIMAL}conversation_cache: {memory: {max_entries: 5}}\n`)).toEqual(["conversation_cache.memory: type: required when a cache backend is configured"]);
   });
 
-  it("reads the original's newer forms: the ogx section, agent card security_schemes, approvals as durations", () => {
+  it("reads the original's newer forms: the ogx section, agent card security_schemes, approvals as durations, a provider's id", () => {
     const text = [
       "ogx:",
       "  url: http://127.0.0.1:8321",
@@ -676,9 +676,13 @@ describe("document formats", () => {
     expect(config.customization.agent_card_config?.securitySchemes).toEqual({ bearer: { type: "http", scheme: "bearer" } });
     expect(config.approvals).toEqual({ approval_timeout_seconds: 5, approval_retention_days: 7 });
     expect(accepted(parseConfig(`${MINIMAL}approvals: {approval_retention: 10 seconds}\n`, {})).approvals.approval_retention_days).toBe(10 / 86_400);
+    expect(accepted(parseConfig(`${MINIMAL}approvals: {approval_retention_seconds: 30}\n`, {})).approvals.approval_retention_days).toBe(30 / 86_400);
     expect(problems(`${MINIMAL}approvals: {approval_timeout: 60 seconds, approval_timeout_seconds: 60}\n`)).toEqual([
-      "approvals.approval_timeout: give approval_timeout or approval_timeout_seconds, not both",
+      "approvals.approval_timeout: give one of approval_timeout_seconds, approval_timeout, not several",
     ]);
+    // A provider's id apart from its kind.
+    const providers = accepted(parseConfig(`${MINIMAL}inference: {providers: [{type: openai, id: my-openai, api_key_env: OPENAI_API_KEY}]}\n`, { OPENAI_API_KEY: "k" }));
+    expect(providers.inference.providers).toEqual([{ type: "my-openai", api_key_env: "OPENAI_API_KEY" }]);
   });
 
   it("refuses credentials with a wildcard CORS origin, in the original's words", () => {

@@ -269,14 +269,18 @@ export type ProviderWire = (typeof PROVIDER_WIRES)[number];
 export type ProviderApi = (typeof PROVIDER_APIS)[number];
 export type ProviderExtraConfig = z.output<typeof ProviderExtraSchema>;
 
-export const InferenceProviderSchema = z.strictObject({
-  /** The provider's id: what `provider/model` and default_provider name. */
-  type: nonEmpty(),
-  /** The Worker secret or variable holding the provider's key (providers with their own url). */
-  api_key_env: z.string().regex(ENV_NAME, "expected an environment variable name").optional(),
-  allowed_models: z.array(nonEmpty()).optional(),
-  extra: ProviderExtraSchema.optional(),
-});
+export const InferenceProviderSchema = z
+  .strictObject({
+    /** The provider's id: what `provider/model` and default_provider name. */
+    type: nonEmpty(),
+    /** The original's newer configurations give the id apart from the kind in `type`: then it is the id. */
+    id: nonEmpty().optional(),
+    /** The Worker secret or variable holding the provider's key (providers with their own url). */
+    api_key_env: z.string().regex(ENV_NAME, "expected an environment variable name").optional(),
+    allowed_models: z.array(nonEmpty()).optional(),
+    extra: ProviderExtraSchema.optional(),
+  })
+  .transform(({ id, ...provider }) => (id === undefined ? provider : { ...provider, type: id }));
 
 export const InferenceSchema = z
   .strictObject({
@@ -572,9 +576,9 @@ const IntervalSchema = z.union([z.string(), z.number()]).transform((value, ctx) 
 });
 
 /**
- * SPEC's names, or the original's newer ones, which take durations ("60 seconds", "7 days"):
- * either form of each, not both. Output: SPEC's names (retention in days, a fraction for a
- * duration shorter than a day).
+ * SPEC's names, or the original's newer ones: durations ("60 seconds", "7 days"), or the retention
+ * in seconds. One form of each setting, not several. Output: SPEC's names (retention in days, a
+ * fraction for a duration shorter than a day).
  */
 export const ApprovalsSchema = z
   .strictObject({
@@ -582,19 +586,24 @@ export const ApprovalsSchema = z
     approval_retention_days: int(0).optional(),
     approval_timeout: IntervalSchema.optional(),
     approval_retention: IntervalSchema.optional(),
+    approval_retention_seconds: int(0).optional(),
   })
   .superRefine((approvals, ctx) => {
-    for (const [name, other] of [
-      ["approval_timeout", "approval_timeout_seconds"],
-      ["approval_retention", "approval_retention_days"],
+    for (const forms of [
+      ["approval_timeout_seconds", "approval_timeout"],
+      ["approval_retention_days", "approval_retention", "approval_retention_seconds"],
     ] as const) {
-      if (approvals[name] !== undefined && approvals[other] !== undefined) ctx.addIssue({ code: "custom", path: [name], message: `give ${name} or ${other}, not both` });
+      const given = forms.filter((name) => approvals[name] !== undefined);
+      if (given.length > 1) ctx.addIssue({ code: "custom", path: [given[1]!], message: `give one of ${given.join(", ")}, not several` });
     }
   })
-  .transform((approvals) => ({
-    approval_timeout_seconds: approvals.approval_timeout ?? approvals.approval_timeout_seconds ?? 300,
-    approval_retention_days: approvals.approval_retention !== undefined ? approvals.approval_retention / 86_400 : (approvals.approval_retention_days ?? 30),
-  }));
+  .transform((approvals) => {
+    const retentionSeconds = approvals.approval_retention ?? approvals.approval_retention_seconds;
+    return {
+      approval_timeout_seconds: approvals.approval_timeout ?? approvals.approval_timeout_seconds ?? 300,
+      approval_retention_days: retentionSeconds !== undefined ? retentionSeconds / 86_400 : (approvals.approval_retention_days ?? 30),
+    };
+  });
 
 export const CompactionSchema = z.strictObject({
   enabled: flag().default(false),
