@@ -680,6 +680,9 @@ describe("document formats", () => {
     expect(problems(`${MINIMAL}approvals: {approval_timeout: 60 seconds, approval_timeout_seconds: 60}\n`)).toEqual([
       "approvals.approval_timeout: give one of approval_timeout_seconds, approval_timeout, not several",
     ]);
+    // The backend's own settings are the backend's to resolve: a variable only it has is no load error.
+    const backendOwn = accepted(parseConfig(`${MINIMAL}  config: {native_override: {api_key: "\${env.OPENAI_API_KEY}"}}\n`, {}));
+    expect(backendOwn.inference_backend.config.native_override).toEqual({ api_key: "${env.OPENAI_API_KEY}" });
     // A provider's id apart from its kind.
     const providers = accepted(parseConfig(`${MINIMAL}inference: {providers: [{type: openai, id: my-openai, api_key_env: OPENAI_API_KEY}]}\n`, { OPENAI_API_KEY: "k" }));
     expect(providers.inference.providers).toEqual([{ type: "my-openai", api_key_env: "OPENAI_API_KEY" }]);

@@ -198,7 +198,15 @@ interface References {
   empty: Array<{ path: Path; name: string }>;
 }
 
+/**
+ * Parts of a document Parley never reads and the original hands to its backend as written, its
+ * `${env.NAME}` references too (the backend resolves them): they are not resolved here, so a
+ * variable only the backend has does not fail the load.
+ */
+const BACKEND_OWN: readonly Path[] = [["inference_backend", "config", "native_override"]];
+
 function resolveReferences(value: unknown, env: Record<string, unknown>, path: Path, found: References): unknown {
+  if (BACKEND_OWN.some((own) => own.length === path.length && covers(own, path))) return value;
   if (typeof value === "string") {
     const resolved = resolveString(value, env, path, found.problems);
     const whole = WHOLE_REFERENCE.exec(value.trim());
