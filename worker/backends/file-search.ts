@@ -16,13 +16,13 @@ export type FileSearchResult = ResponseFileSearchToolCall.Result & { vector_stor
 export type FileSearcher = (tool: FileSearchTool, query: string, signal?: AbortSignal) => Promise<FileSearchResult[]>;
 
 /** The backend's bound for max_num_results, and OpenAI's default. */
-const MAX_RESULTS = 50;
+export const MAX_SEARCH_RESULTS = 50;
 const DEFAULT_RESULTS = 10;
 
 /** A searcher over `backend`'s vector stores (apiBackend(backends, "vector_stores")). */
 export function vectorStoreSearcher(backend: Backend): FileSearcher {
   return async (tool, query, signal) => {
-    const limit = Math.min(tool.max_num_results ?? DEFAULT_RESULTS, MAX_RESULTS);
+    const limit = Math.min(tool.max_num_results ?? DEFAULT_RESULTS, MAX_SEARCH_RESULTS);
     const params: VectorStoreSearchParams = { query, max_num_results: limit };
     if (tool.filters) params.filters = tool.filters;
     const ranking = tool.ranking_options;

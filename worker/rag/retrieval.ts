@@ -4,6 +4,7 @@
 // the response's file_search_call items; fileSearchDocuments turns those into the same chunks.
 import type { VectorStoreSearchParams } from "openai/resources/vector-stores/vector-stores";
 import type { Config } from "../config/schema.ts";
+import { MAX_SEARCH_RESULTS } from "../backends/file-search.ts";
 import { apiBackend } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
 import { findStore, knowledgeSources, toBackendStoreId, type KnowledgeStore } from "./knowledge.ts";
@@ -35,8 +36,6 @@ export interface Retrieval {
 }
 
 const nothing = (): Retrieval => ({ chunks: [], referencedDocuments: [], context: null });
-/** The backend's bound for max_num_results. */
-export const MAX_SEARCH_RESULTS = 50;
 
 /**
  * The portal's search modes in the backend's words. `search_mode` is Llama Stack's extension of the

@@ -3,6 +3,7 @@
 // registry) unless the client sends its own; with `X-SVC-Merge-Server-Tools: true`, the client's
 // first and then the server's. MCP tools, the server's and the client's, are run by the gateway
 // (tool-loop.ts): the backend receives the others only.
+import { MAX_SEARCH_RESULTS } from "../backends/file-search.ts";
 import { apiBackend, type Backends } from "../backends/providers.ts";
 import type { Config } from "../config/schema.ts";
 import type { BackendParams } from "../domain/conversation.ts";
@@ -11,7 +12,7 @@ import { errors } from "../errors.ts";
 import { resourceCall } from "./backend-errors.ts";
 import { clientMcpServer } from "../mcp/servers.ts";
 import { findStore, isPortalStore, knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
-import { MAX_SEARCH_RESULTS, staticFilter } from "../rag/retrieval.ts";
+import { staticFilter } from "../rag/retrieval.ts";
 import { allOf, type SearchFilter } from "../rag/solr.ts";
 import type { PlanContext } from "./plan.ts";
 import type { Tool, ToolChoice } from "./responses-request.ts";
