@@ -97,7 +97,7 @@ export class A2AContextDO extends DurableObject<Env> {
    * Opens a task for `message`: a new one, or (resume) one waiting for input. Logs its `task` event
    * (state submitted) and starts its time-out.
    */
-  async startTask(input: { taskId: string; contextId: string; message: Message; resume: boolean }): Promise<StartTaskResult> {
+  async startTask(input: { taskId: string; contextId: string; message: Message; resume: boolean; requestId: string | null }): Promise<StartTaskResult> {
     const row = this.row(input.taskId);
     if (input.resume && !row) return { ok: false, reason: "not_found" };
     if (row && TERMINAL_STATES.has(row.state as Task["status"]["state"])) return { ok: false, reason: "terminal" };
@@ -108,11 +108,12 @@ export class A2AContextDO extends DurableObject<Env> {
     const json = JSON.stringify(task);
     if (row) dropText(this.sql, row.task);
     this.sql.exec(
-      `INSERT INTO tasks (task_id, state, task, request_id, deadline) VALUES (?, ?, ?, NULL, ?)
-       ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, task = excluded.task, request_id = NULL, deadline = excluded.deadline`,
+      `INSERT INTO tasks (task_id, state, task, request_id, deadline) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, task = excluded.task, request_id = excluded.request_id, deadline = excluded.deadline`,
       input.taskId,
       task.status.state,
       this.keptTask(input.taskId, json),
+      input.requestId,
       deadline,
     );
     // A resumed task's stream starts over at its new `task` event.
@@ -303,14 +304,22 @@ export class A2AContextDO extends DurableObject<Env> {
     return this.sql.exec<TaskRow>("SELECT * FROM tasks WHERE task_id = ?", taskId).toArray()[0] ?? null;
   }
 
+  /**
+   * Stops the turn of a task that has ended: a running one is interrupted; one still waiting for
+   * its conversation (behind the context's earlier tasks) is told its client has gone, so that it
+   * never starts and leaves nothing in the conversation.
+   */
   private async interruptTurn(row: TaskRow): Promise<void> {
     const requestId = this.row(row.task_id)?.request_id;
     const context = this.sql.exec<{ conversation_id: string }>("SELECT conversation_id FROM context").toArray()[0];
     const user = this.sql.exec<{ user_id: string }>("SELECT user_id FROM context_user").toArray()[0];
     if (!requestId || !context || !user) return;
-    await this.env.CONVERSATION.getByName(context.conversation_id)
-      .interrupt(requestId, user.user_id)
-      .catch((error: unknown) => log.error("could not interrupt the turn of an A2A task", error));
+    const conversation = this.env.CONVERSATION.getByName(context.conversation_id);
+    try {
+      if ((await conversation.interrupt(requestId, user.user_id)) === "not_found") await conversation.clientGone(requestId, user.user_id);
+    } catch (error) {
+      log.error("could not interrupt the turn of an A2A task", error);
+    }
   }
 }
 

@@ -343,11 +343,20 @@ describe("message/stream", () => {
     expect(events.at(-1)).toMatchObject({ final: true, status: { state: "completed" } });
   });
 
-  it("needs Accept: text/event-stream", async () => {
+  it("needs an Accept header that admits text/event-stream", async () => {
     const message = { messageId: "m", role: "user", parts: [{ kind: "text", text: "hi" }] };
-    const { status, body } = await rpc({ jsonrpc: "2.0", id: 7, method: "message/stream", params: { message } });
-    expect(status).toBe(200);
-    expect(body).toMatchObject({ jsonrpc: "2.0", id: 7, error: { code: -32600, message: expect.stringContaining("text/event-stream") } });
+    const stream = { jsonrpc: "2.0", id: 7, method: "message/stream", params: { message } };
+    for (const accept of [undefined, "application/json", "*/*;q=0.5, text/event-stream;q=0"]) {
+      const { status, body } = await rpc(stream, { accept });
+      expect(status, accept).toBe(200);
+      expect(body, accept).toMatchObject({ jsonrpc: "2.0", id: 7, error: { code: -32600, message: expect.stringContaining("text/event-stream") } });
+    }
+    // Ranges that cover it, as HTTP clients send by default, are answered with the stream.
+    for (const accept of ["*/*", "text/*", "application/json, text/event-stream;q=0.5"]) {
+      const response = await call("/a2a", { json: stream, headers: { Accept: accept }, user: "ada", config });
+      expect(response.headers.get("Content-Type"), accept).toMatch(/^text\/event-stream/);
+      expect((await readSse(response)).at(-1)?.data, accept).toMatchObject({ id: 7, result: { kind: "status-update", final: true } });
+    }
   });
 
   it("sends `data:` lines of JSON-RPC responses carrying the request id", async () => {
@@ -430,6 +439,21 @@ describe("tasks/resubscribe, tasks/cancel, tasks/get", () => {
     expect(answerOf(next)).toBe("[user_turns=2] You said: after the cancel");
   });
 
+  it("cancels a task still waiting behind another in its context: its turn never starts", async () => {
+    const a2a = await client();
+    const first = a2a.sendMessageStream({ message: userMessage("a slow answer ahead of the queue #slow=40") });
+    const early = await collect(first, (event) => statusText(event) !== undefined);
+    const contextId = (early[0] as Task).contextId;
+    const queued = ok(await a2a.sendMessage({ message: userMessage("waiting in line", { contextId }), configuration: { blocking: false } })) as Task;
+    expect((ok(await a2a.cancelTask({ id: queued.id })) as Task).status.state).toBe("canceled");
+    expect((await collect(first)).at(-1)).toMatchObject({ final: true, status: { state: "completed" } });
+
+    // The canceled question is not in the conversation: the next message is its second turn.
+    const next = ok(await a2a.sendMessage({ message: userMessage("after the line", { contextId }) })) as Task;
+    expect(answerOf(next)).toBe("[user_turns=2] You said: after the line");
+    expect((ok(await a2a.getTask({ id: queued.id })) as Task).status.state).toBe("canceled");
+  });
+
   it("fails a running task at once when its context object is reset mid-answer (a deploy), not at its time-out", async () => {
     const a2a = await client({ user: "reset" });
     const stream = a2a.sendMessageStream({ message: userMessage("a slow answer cut by a deploy #slow=40") });
@@ -461,7 +485,7 @@ describe("tasks/resubscribe, tasks/cancel, tasks/get", () => {
     const contextId = `unreadable-${crypto.randomUUID()}`;
     const stub = env.A2A_CONTEXT.getByName(JSON.stringify(["una", contextId]));
     const taskId = crypto.randomUUID();
-    await stub.startTask({ taskId, contextId, message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "hi" }], contextId }, resume: false });
+    await stub.startTask({ taskId, contextId, message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "hi" }], contextId }, resume: false, requestId: null });
     let cancelled: unknown = null;
     const lines = new ReadableStream<Uint8Array>({
       start(controller) {
@@ -522,6 +546,38 @@ describe("JSON-RPC errors (always HTTP 200)", () => {
     expect(unknown).toMatchObject({ status: 200, body: { id: 3, error: { code: -32601 } } });
     // Valid JSON that is no request object.
     for (const body of ["42", '"text"', "null"]) expect(await rpc(body)).toMatchObject({ status: 200, body: { id: null, error: { code: -32600 } } });
+    // Without an id but not a valid request: no notification, an invalid request answered with id null.
+    for (const body of [{ jsonrpc: "aaa", method: "message/send", params: {} }, { method: "tasks/get", params: { id: "x" } }, { jsonrpc: "2.0", method: 7 }]) {
+      expect(await rpc(body)).toMatchObject({ status: 200, body: { jsonrpc: "2.0", id: null, error: { code: -32600 } } });
+    }
+    // An id that is not a string, a number or null cannot be answered to (JSON-RPC 2.0 §5: null).
+    for (const id of [{ a: 1 }, true, [1]]) {
+      expect(await rpc({ jsonrpc: "2.0", id, method: "tasks/get", params: { id: "x" } })).toMatchObject({ status: 200, body: { id: null, error: { code: -32600 } } });
+    }
+  });
+
+  it("-32602 for parts that are not A2A's text, file or data parts", async () => {
+    const a2a = await client();
+    const parts = [
+      [{ kind: "image", url: "x" }],
+      [{ kind: "file" }],
+      [{ kind: "file", file: { mimeType: "text/plain" } }],
+      [{ kind: "file", file: { bytes: "aGk=", uri: "https://example.com/a.txt" } }],
+      [{ kind: "data", data: "not an object" }],
+      [{ text: "no kind" }],
+    ];
+    for (const part of parts) {
+      const refused = rpcError(await a2a.sendMessage({ message: { ...userMessage("hi"), parts: part } as never }));
+      expect(refused.code, JSON.stringify(part)).toBe(-32602);
+      expect(refused.message).toContain("message.parts");
+    }
+    // Well-formed ones, with `type` for `kind` as SPEC allows, are taken.
+    const taken = ok(
+      await a2a.sendMessage({
+        message: { ...userMessage("hi"), parts: [{ type: "text", text: "a question" }, { kind: "file", file: { uri: "https://example.com/a.txt" } }, { kind: "data", data: { q: 1 } }] } as never,
+      }),
+    ) as Task;
+    expect(answerOf(taken)).toBe("[user_turns=1] You said: a question");
   });
 
   it("carries out a notification (no id) and answers it with nothing", async () => {

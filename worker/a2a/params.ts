@@ -23,13 +23,27 @@ const TurnMetadataSchema = z
     if (metadata.model && !metadata.provider) ctx.addIssue({ code: "custom", path: ["provider"], message: "Provider must be specified if model is specified" });
   });
 
-/** Parts other than text (files, data) are accepted and not sent to the model; SPEC allows `type` for `kind`. */
-const PartSchema = z
-  .looseObject({ kind: nullish(z.string()), type: nullish(z.string()), text: z.unknown().optional() })
-  .superRefine((part, ctx) => {
-    if (!part.kind && !part.type) ctx.addIssue({ code: "custom", path: ["kind"], message: "every part needs a kind" });
-    if ((part.kind ?? part.type) === "text" && typeof part.text !== "string") ctx.addIssue({ code: "custom", path: ["text"], message: "a text part needs a text string" });
-  });
+/** A file part's file (A2A 0.3 FileWithBytes | FileWithUri): its content or where it is, not both. */
+const FileSchema = z
+  .looseObject({ bytes: nullish(z.string()), uri: nullish(z.string().min(1)), mimeType: nullish(z.string()), name: nullish(z.string()) })
+  .refine((file) => (file.bytes === undefined) !== (file.uri === undefined), { message: "a file needs either bytes or a uri" });
+
+/**
+ * A2A 0.3's Part: TextPart | FilePart | DataPart, told apart by `kind` (SPEC allows `type` for it).
+ * Parts other than text (files, data) are accepted and not sent to the model.
+ */
+const PartSchema = z.preprocess(
+  (part) => (part && typeof part === "object" && !("kind" in part) && "type" in part ? { ...part, kind: part.type } : part),
+  z.discriminatedUnion(
+    "kind",
+    [
+      z.looseObject({ kind: z.literal("text"), text: z.string() }),
+      z.looseObject({ kind: z.literal("file"), file: FileSchema }),
+      z.looseObject({ kind: z.literal("data"), data: z.record(z.string(), z.unknown()) }),
+    ],
+    { error: "a part's kind is text, file or data" },
+  ),
+);
 
 const MessageSchema = z.looseObject({
   kind: nullish(z.literal("message")),
@@ -74,8 +88,7 @@ export function parseSendParams(params: unknown): SendRequest {
   return {
     message,
     text: message.parts
-      .filter((part) => (part.kind ?? part.type) === "text")
-      .map((part) => part.text as string)
+      .flatMap((part) => (part.kind === "text" ? [part.text] : []))
       .filter((text) => text.trim().length > 0)
       .join("\n"),
     model: turn.model,

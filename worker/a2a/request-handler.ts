@@ -163,11 +163,11 @@ export class GatewayRequestHandler implements A2ARequestHandler {
     const message = {
       ...request.message,
       kind: "message",
-      parts: request.message.parts.map(({ type, ...part }) => ({ ...part, kind: part.kind ?? type })),
+      parts: request.message.parts.map(({ type: _type, ...part }) => part),
       contextId: ids.contextId,
       taskId: ids.taskId,
     } as Message;
-    const opened = await stub.startTask({ ...ids, message, resume: request.message.taskId !== undefined });
+    const opened = await stub.startTask({ ...ids, message, resume: request.message.taskId !== undefined, requestId: turn?.requestId ?? null });
     if (!opened.ok) {
       if (opened.reason === "not_found") throw A2AError.taskNotFound(ids.taskId);
       throw A2AError.invalidRequest(

@@ -5,6 +5,7 @@
 import type { JSONRPCErrorResponse, JSONRPCResponse } from "@a2a-js/sdk";
 import { A2AError, JsonRpcTransportHandler } from "@a2a-js/sdk/server";
 import { Hono, type Context } from "hono";
+import { parseAccept } from "hono/utils/accept";
 import pkg from "../../package.json";
 import type { AppEnv } from "../app-env.ts";
 import { A2A_PATH, agentCard } from "../a2a/card.ts";
@@ -57,14 +58,16 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
   } catch {
     // The transport answers unparseable bodies with -32700 itself.
   }
-  const envelope = body && typeof body === "object" ? (body as { id?: unknown; method?: unknown }) : {};
+  const envelope = body && typeof body === "object" ? (body as { jsonrpc?: unknown; id?: unknown; method?: unknown }) : {};
   const id = typeof envelope.id === "string" || typeof envelope.id === "number" ? envelope.id : null;
+  const invalid = (message: string) => c.json({ jsonrpc: "2.0", id: null, error: A2AError.invalidRequest(message).toJSONRPCError() } satisfies JSONRPCErrorResponse);
   // JSON that is not a request object is an invalid request (-32600), not a parse error.
-  if (parsed && (body === null || typeof body !== "object")) {
-    return c.json({ jsonrpc: "2.0", id: null, error: A2AError.invalidRequest("The request must be a JSON-RPC request object.").toJSONRPCError() } satisfies JSONRPCErrorResponse);
-  }
-  // A notification (no id) gets no answer (JSON-RPC 2.0): it is carried out, and the HTTP answer is empty.
-  const notification = parsed && !Array.isArray(body) && !("id" in envelope) && typeof envelope.method === "string";
+  if (parsed && (body === null || typeof body !== "object")) return invalid("The request must be a JSON-RPC request object.");
+  // JSON-RPC 2.0 §4: an id is a string, a number or null; one that is not cannot be answered to (§5: null).
+  if ("id" in envelope && id === null && envelope.id !== null) return invalid("The request's id must be a string, a number or null.");
+  // A notification is a valid request without an id (JSON-RPC 2.0 §4.1): it is carried out, and the
+  // HTTP answer is empty. One that is not a valid request is answered as invalid, like any other.
+  const notification = parsed && !Array.isArray(body) && !("id" in envelope) && envelope.jsonrpc === "2.0" && typeof envelope.method === "string";
   const deep = tooDeep(body);
   if (deep) return c.json({ jsonrpc: "2.0", id, error: A2AError.invalidRequest(deep).toJSONRPCError() } satisfies JSONRPCErrorResponse);
   if (!notification && typeof envelope.method === "string" && STREAMING_METHODS.has(envelope.method) && !acceptsEventStream(c)) {
@@ -97,9 +100,24 @@ a2a.post(A2A_PATH, guard(ACTIONS.a2a), turnBodyLimit(), async (c) => {
   return c.json(result);
 });
 
+/**
+ * Whether the request's Accept header admits an event stream (RFC 9110 §12.5.1): the most specific
+ * of text/event-stream, `text/*` and every type (what HTTP clients send by default) that it names
+ * decides, by a q above 0. SPEC asks for the header, so a request without one is refused.
+ */
 function acceptsEventStream(c: Context<AppEnv>): boolean {
-  return (c.req.header("Accept") ?? "").toLowerCase().includes("text/event-stream");
+  const header = c.req.header("Accept");
+  if (!header) return false;
+  const ranges = parseAccept(header);
+  for (const range of EVENT_STREAM_RANGES) {
+    const named = ranges.filter(({ type }) => type.toLowerCase() === range);
+    if (named.length > 0) return named.some(({ q }) => q > 0);
+  }
+  return false;
 }
+
+/** The media ranges that cover an event stream, most specific first. */
+const EVENT_STREAM_RANGES = ["text/event-stream", "text/*", "*/*"];
 
 /**
  * SSE lines `data: <JSON-RPC response>`. The first response is awaited before answering, so the
