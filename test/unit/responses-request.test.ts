@@ -371,7 +371,9 @@ describe("tool_choice", () => {
       { type: "mcp", server_label: "docs", name: "search" },
       { type: "custom", name: "grammar" },
     ];
-    for (const form of forms) expect(accepted(withInput({ tool_choice: form })).tool_choice).toEqual(form);
+    // A function is chosen from the request's own tools.
+    const tools = [{ type: "function" as const, name: "get_weather" }];
+    for (const form of forms) expect(accepted(withInput({ tool_choice: form, tools })).tool_choice).toEqual(form);
   });
 
   it("rejects an unknown mode and an unknown object type", () => {

@@ -67,6 +67,10 @@ describe("POST /v1/query", () => {
     const unknown = await ask({ query: "hi", model: "gpt-9", provider: "scripted" });
     expect(unknown.status).toBe(404);
     expect((unknown.body as unknown as { detail: { response: string } }).detail.response).toBe("Model not found");
+    // An embedding model is listed, but cannot answer: the client's mistake, not the backend's fault.
+    const embedding = await ask({ query: "hi", model: "parley-embed", provider: "scripted" });
+    expect(embedding.status).toBe(422);
+    expect(embedding.body).toMatchObject({ detail: { response: "Invalid attribute value", cause: expect.stringContaining("scripted/parley-embed is not a language model") } });
     const restricted = testConfig({ authorization: { access_rules: [{ role: "*", actions: ["query"] }] } });
     const denied = await ask({ query: "hi", model: "parley-large", provider: "scripted" }, { config: restricted });
     expect(denied.status).toBe(403);

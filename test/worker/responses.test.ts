@@ -135,6 +135,46 @@ describe("POST /v1/responses rules", () => {
     expect((await post(json)).status).toBe(422);
   });
 
+  it("refuses the client's own tool mistakes with 422, before the backend refuses them as a server fault", async () => {
+    const fn = (name: string) => ({ type: "function", name, parameters: { type: "object", properties: {} } });
+    const refused = async (json: unknown, field: string) => {
+      const res = await post(json);
+      expect(res.status, JSON.stringify(json)).toBe(422);
+      expect(res.body.detail, JSON.stringify(json)).toMatchObject({ response: "Invalid attribute value", cause: expect.stringContaining(field) });
+      return res.body.detail!.cause;
+    };
+    expect(await refused({ input: "x", tools: [fn("f"), fn("f")] }, "tools.1.name")).toContain("duplicate function name 'f'");
+    await refused({ input: "x", tools: [fn("bad name!")] }, "tools.0.name");
+    await refused({ input: "x", tools: [fn("a".repeat(65))] }, "tools.0.name");
+    expect(await refused({ input: "x", tools: [fn("lookup")], tool_choice: { type: "function", name: "nope" } }, "tool_choice.name")).toContain("'nope'");
+    await refused({ input: "x", tool_choice: { type: "function", name: "lookup" } }, "tool_choice.name");
+    expect((await post({ input: "x", tools: [fn("look-up_2")], tool_choice: { type: "function", name: "look-up_2" } })).status).toBe(200);
+
+    await refused({ input: "x", metadata: { ["k".repeat(65)]: "v" } }, "metadata");
+    await refused({ input: "x", metadata: { k: "v".repeat(513) } }, "metadata");
+    expect((await post({ input: "x", metadata: { ["k".repeat(64)]: "v".repeat(512) } })).status).toBe(200);
+  });
+
+  it("refuses a function output that answers no call with 422, and takes one that does", async () => {
+    const output = (callId: string) => ({ type: "function_call_output", call_id: callId, output: "42" });
+    const orphan = await post({ input: [output("call_zzz")] });
+    expect(orphan.status).toBe(422);
+    expect(orphan.body.detail).toEqual({ response: "Invalid attribute value", cause: "No tool call found for function call output with call_id call_zzz." });
+
+    // The call sent with it (a stateless client resending its items) is answered.
+    const call = { type: "function_call", call_id: "call_own", name: "lookup", arguments: "{}" };
+    expect((await post({ input: [{ role: "user", content: "q" }, call, output("call_own")] })).status).toBe(200);
+
+    // A call of the conversation's history is answered by its id; another id still is not.
+    const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
+    const asked = await post({ input: "#call-tool:lookup", tools: [fn] });
+    const called = (asked.body.output as Array<{ type: string; call_id: string }>).find((item) => item.type === "function_call")!;
+    const wrong = await post({ input: [output("call_other")], previous_response_id: asked.body.id, tools: [fn] });
+    expect(wrong.status).toBe(422);
+    const answered = await post({ input: [output(called.call_id)], previous_response_id: asked.body.id, tools: [fn] });
+    expect(answered.status).toBe(200);
+  });
+
   it("accepts reasoning and max_output_tokens but does not send them to the backend", async () => {
     const res = await post({ input: "#echo-request", reasoning: { effort: "low" }, max_output_tokens: 50 });
     expect(res.status).toBe(200);

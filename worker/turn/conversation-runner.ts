@@ -20,6 +20,7 @@ import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, mod
 import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
 import { EVENT_LINES, presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
 import { unrunnableApproval } from "./tool-loop.ts";
+import { unansweredCallOutput } from "./tools.ts";
 import { generateTopicSummary } from "./topic-summary.ts";
 
 /** The abort reason of an interrupt (POST /v1/streaming_query/interrupt, A2A tasks/cancel). */
@@ -378,6 +379,9 @@ export class ConversationDO extends ConversationDurableObject {
     const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
     if (tooLong) return refuse(tooLong);
 
+    // A function's output must answer a call of the conversation's or of its own input.
+    const unanswered = unansweredCallOutput(plan.input, this.historyItems());
+    if (unanswered !== null) return refuse(errors.invalidValue(`No tool call found for function call output with call_id ${unanswered}.`));
     // Approvals it answers (checked, not yet claimed): a client's mistake costs no reservation.
     const checked = plan.approvals.length > 0 ? this.checkApprovals(plan.approvals, userId) : { ok: true as const, decisions: [] };
     if (!checked.ok) return refuse(approvalError(checked));

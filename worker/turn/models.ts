@@ -53,7 +53,8 @@ export interface ModelChoice {
 
 /**
  * SPEC's selection order: the request's model; the conversation's last model if still available;
- * the configured default; the first language model. Nothing usable → 404 "Model not found".
+ * the configured default; the first language model. Nothing usable → 404 "Model not found"; a
+ * requested model that is not a language model (an embedding model) → 422.
  */
 export async function chooseModel(
   rt: Runtime,
@@ -77,6 +78,8 @@ export async function chooseModel(
   if (request.model) {
     const found = findModel(models, request.provider, request.model);
     if (!found) throw missing(request.provider, request.model);
+    // An embedding model cannot answer: the backend would refuse it as a server fault.
+    if (found.model_type !== "llm") throw errors.invalidValue(`Model ${found.identifier} is not a language model (model_type ${found.model_type}) and cannot answer questions.`);
     return { model: found, requested: true };
   }
   const llms = models.filter((m) => m.model_type === "llm");

@@ -233,9 +233,12 @@ const WebSearchToolSchema = z.looseObject({
   filters: optional(z.looseObject({})),
 });
 
+/** OpenAI's rule for a function's name, which backends enforce with a 400 of their own. */
+const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
 const FunctionToolSchema = z.looseObject({
   type: z.literal("function"),
-  name: nonEmpty(),
+  name: z.string().regex(FUNCTION_NAME, "must be 1 to 64 letters, digits, underscores or dashes"),
   description: optional(z.string()),
   parameters: optional(z.record(z.string(), z.unknown())),
   strict: optional(z.boolean()),
@@ -312,7 +315,10 @@ export const INCLUDE_VALUES = [
   "message.output_text.logprobs",
 ] as const;
 
+/** OpenAI's bounds on metadata: pairs, and the length of each key and value. */
 const METADATA_MAX_PAIRS = 16;
+const METADATA_MAX_KEY = 64;
+const METADATA_MAX_VALUE = 512;
 
 /** A stored prompt to render as the user's text (see prompt-template.ts). */
 export const PromptReferenceSchema = z.looseObject({
@@ -373,9 +379,11 @@ export const ResponsesRequestSchema = z
     ),
     max_tool_calls: optional(z.int().min(1)),
     metadata: optional(
-      z.record(z.string(), z.string()).refine((pairs) => Object.keys(pairs).length <= METADATA_MAX_PAIRS, {
-        message: `must hold at most ${METADATA_MAX_PAIRS} pairs`,
-      }),
+      z
+        .record(z.string().max(METADATA_MAX_KEY, `keys must be at most ${METADATA_MAX_KEY} characters`), z.string().max(METADATA_MAX_VALUE, `values must be at most ${METADATA_MAX_VALUE} characters`))
+        .refine((pairs) => Object.keys(pairs).length <= METADATA_MAX_PAIRS, {
+          message: `must hold at most ${METADATA_MAX_PAIRS} pairs`,
+        }),
     ),
     parallel_tool_calls: optional(z.boolean()),
     prompt: optional(PromptReferenceSchema),
@@ -415,6 +423,17 @@ export const ResponsesRequestSchema = z
     // A moderation's id (the original's blocked answers): no context to continue from (SPEC "Conversation continuity").
     if (body.previous_response_id?.startsWith("modr")) {
       ctx.addIssue({ code: "custom", path: ["previous_response_id"], message: "You cannot provide context by moderation response." });
+    }
+    // The client's own functions: what a backend would refuse with a 400 is the client's mistake, a 422 here.
+    const functions = new Set<string>();
+    body.tools?.forEach((tool, index) => {
+      if (tool.type !== "function") return;
+      if (functions.has(tool.name)) ctx.addIssue({ code: "custom", path: ["tools", index, "name"], message: `duplicate function name '${tool.name}'` });
+      functions.add(tool.name);
+    });
+    const choice = body.tool_choice;
+    if (typeof choice === "object" && choice.type === "function" && !functions.has(choice.name)) {
+      ctx.addIssue({ code: "custom", path: ["tool_choice", "name"], message: `no function named '${choice.name}' is among the request's tools` });
     }
   });
 

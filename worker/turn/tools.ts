@@ -6,7 +6,7 @@
 import { MAX_SEARCH_RESULTS } from "../backends/file-search.ts";
 import { apiBackend, type Backends } from "../backends/providers.ts";
 import type { Config } from "../config/schema.ts";
-import type { BackendParams } from "../domain/conversation.ts";
+import type { BackendParams, Item } from "../domain/conversation.ts";
 import type { McpServer } from "../domain/mcp.ts";
 import { errors } from "../errors.ts";
 import { resourceCall } from "./backend-errors.ts";
@@ -181,4 +181,17 @@ export function presentTools(config: Config, turnTools: TurnTools): Tool[] {
   return turnTools.tools.map((tool) =>
     tool.type === "file_search" ? { ...tool, vector_store_ids: tool.vector_store_ids.map((id) => toClientStoreId(config, id)) } : tool,
   );
+}
+
+/**
+ * The call id of a function_call_output that answers no function call, neither one of the
+ * conversation's history nor one sent with it; null when each answers one. A backend refuses such
+ * an input with a 400 of its own (OpenAI: "No tool call found for function call output"), which
+ * would reach the client as a server fault.
+ */
+export function unansweredCallOutput(input: readonly Item[], history: readonly Item[]): string | null {
+  const outputs = input.filter((item) => item.type === "function_call_output");
+  if (outputs.length === 0) return null;
+  const calls = new Set([...history, ...input].filter((item) => item.type === "function_call").map((item) => item.call_id));
+  return (outputs.find((item) => !calls.has(item.call_id))?.call_id as string | undefined) ?? null;
 }
