@@ -127,6 +127,23 @@ describe("a failure after the stream began", () => {
     }
   });
 
+  it("closes what the stream began as incomplete, and the failed response holds it", async () => {
+    for (const input of ["partial #fail-midstream", "partial #drop"]) {
+      const events = (await streamOf(input)).filter((data): data is Json => typeof data === "object");
+      const added = events.find((data) => data.type === "response.output_item.added") as { item: Json; output_index: number };
+      const done = events.filter((data) => data.type === "response.output_item.done") as Array<{ item: Json; output_index: number }>;
+      // Every item announced is done before the failure, the message with the text the deltas gave.
+      expect(done.map((data) => [data.output_index, data.item.id]), input).toEqual([[added.output_index, added.item.id]]);
+      const text = events.filter((data) => data.type === "response.output_text.delta").map((data) => data.delta).join("");
+      expect(text, input).not.toBe("");
+      expect(done[0]!.item, input).toMatchObject({ type: "message", status: "incomplete", content: [{ type: "output_text", text }] });
+      const failed = events.at(-1) as { type: string; response: { output: Json[]; output_text: string } };
+      expect(failed.type, input).toBe("response.failed");
+      expect(failed.response.output, input).toEqual([done[0]!.item]);
+      expect(failed.response.output_text, input).toBe(text);
+    }
+  });
+
   it("reports a dropped connection as SPEC's 503, in streams and in JSON answers", async () => {
     const events = await streamOf("cut #drop");
     expect(events.at(-2)).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "server_error", message: expect.stringContaining("Unable to connect to the inference backend") } } });

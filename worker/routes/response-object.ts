@@ -4,7 +4,7 @@
 // vLLM or Ollama backend leaves many out): the type below makes leaving one out a compile error, and
 // RESPONSE_KEYS lets tests check the same at run time.
 import type { Response as OpenAIResponse, ResponseError, ResponseUsage, Tool } from "openai/resources/responses/responses";
-import type { WireError } from "../domain/conversation.ts";
+import type { Item, WireError } from "../domain/conversation.ts";
 
 /** Response fields with no null form and nothing Parley could truthfully put in them: left out, as OpenAI does. */
 type NotShown = "image" | "input_transformations" | "prompt_cache_diagnostics" | "prompt_cache_options" | "tool_usage" | "user";
@@ -135,4 +135,54 @@ export function shownTool(tool: Record<string, unknown> & { type: string }): Too
 export function responseError(failure: WireError): ResponseError {
   const code: ResponseError["code"] = failure.status === 429 ? "rate_limit_exceeded" : failure.status < 500 ? "invalid_prompt" : "server_error";
   return { code, message: `${failure.response}: ${failure.cause}` };
+}
+
+/**
+ * The output items a stream has shown, as its events built them (text and argument deltas applied),
+ * by output index: what a response that fails mid-stream still holds. OpenAI's failed responses
+ * carry the partial output, each unfinished item closed as `incomplete`.
+ */
+export function streamedOutput() {
+  const items = new Map<number, { item: Item; done: boolean }>();
+  const at = (index: unknown) => (typeof index === "number" ? items.get(index) : undefined);
+  return {
+    /** Takes an event as the client is shown it (output indexes as shown). */
+    see(event: Item): void {
+      const entry = at(event.output_index);
+      switch (event.type) {
+        case "response.output_item.added":
+          items.set(event.output_index as number, { item: structuredClone(event.item as Item), done: false });
+          break;
+        case "response.output_item.done":
+          items.set(event.output_index as number, { item: event.item as Item, done: true });
+          break;
+        case "response.content_part.added":
+          if (entry && Array.isArray(entry.item.content)) entry.item.content[event.content_index as number] = { ...(event.part as Item) };
+          break;
+        case "response.output_text.delta": {
+          const part = entry && Array.isArray(entry.item.content) ? (entry.item.content[event.content_index as number] as Item | undefined) : undefined;
+          if (part) part.text = `${typeof part.text === "string" ? part.text : ""}${String(event.delta)}`;
+          break;
+        }
+        case "response.function_call_arguments.delta":
+          if (entry) entry.item.arguments = `${typeof entry.item.arguments === "string" ? entry.item.arguments : ""}${String(event.delta)}`;
+          break;
+      }
+    },
+    /** Closes the items not done as `incomplete`; returns them with their indexes, for their `output_item.done` events. */
+    closeUnfinished(): Array<{ index: number; item: Item }> {
+      const closed: Array<{ index: number; item: Item }> = [];
+      for (const [index, entry] of items) {
+        if (entry.done) continue;
+        entry.item = { ...entry.item, status: "incomplete" };
+        entry.done = true;
+        closed.push({ index, item: entry.item });
+      }
+      return closed;
+    },
+    /** The items shown so far, in output order. */
+    output(): Item[] {
+      return [...items.entries()].sort(([a], [b]) => a - b).map(([, entry]) => entry.item);
+    },
+  };
 }

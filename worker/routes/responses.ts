@@ -23,7 +23,7 @@ import { backendTools, checkMcpToolChoice, presentTools, resolveTools, type Turn
 import type { TextSink, TurnPresenter } from "../turn/presenting.ts";
 import { finished, fromWire, presented, startTurn } from "../turn/turn-client.ts";
 import { readJson } from "../validation.ts";
-import { responseError, responseObject, shownTool, type ResponseObject, type ShownFields } from "./response-object.ts";
+import { responseError, responseObject, shownTool, streamedOutput, type ResponseObject, type ShownFields } from "./response-object.ts";
 import { planContext, sendTelemetry, sse, turnBodyLimit, turnClient } from "./streams.ts";
 
 export const responses = new Hono<AppEnv>();
@@ -264,8 +264,14 @@ function responsesEvents(
     const failure = error ?? errors.internal("the response ended early");
     const reported = responseError(failure);
     out.enqueue(frame({ type: "error", code: reported.code, message: reported.message, param: null }));
-    const failed = { ...latest, status: "failed" as const, error: reported, completed_at: null };
+    closeUnfinished(out);
+    const failed = { ...latest, output: shown.output() as unknown as BackendResponse["output"], status: "failed" as const, error: reported, completed_at: null };
     out.enqueue(frame(withResponse({ type: "response.failed", response: failed } as unknown as ResponseStreamEvent & Record<string, unknown>, { quotas })));
+  };
+  /** What the stream has shown of the output, so that a failure still reports it (see streamedOutput). */
+  const shown = streamedOutput();
+  const closeUnfinished = (out: TextSink) => {
+    for (const { index, item } of shown.closeUnfinished()) out.enqueue(frame({ type: "response.output_item.done", output_index: index, item }));
   };
   const flushInline = (out: TextSink) => {
     if (!inlinePending) return;
@@ -282,6 +288,7 @@ function responsesEvents(
         // A completed response is only announced when the turn was saved; a backend failure is its own.
         if (terminal && (status !== "failed" || terminal.type === "response.failed")) {
           flushInline(out);
+          if (terminal.type === "response.failed") closeUnfinished(out);
           out.enqueue(frame(withResponse(terminal, { quotas: availableQuotas })));
         } else {
           endWithFailure(out, error, availableQuotas);
@@ -319,6 +326,7 @@ function responsesEvents(
         return;
       }
       flushInline(out);
+      shown.see(data);
       out.enqueue(frame(data));
     },
     flush(out) {
