@@ -81,7 +81,7 @@ export const errors = {
         : `version ${given} is not the latest version of prompt ${id}; the latest version is ${latest}`,
     ),
   notFound: (resource: string, id: string) =>
-    new ApiError(404, `${resource} not found`, `${resource} with ID ${id} does not exist`),
+    new ApiError(404, `${resource} not found`, `${resource} with ID ${shownId(id)} does not exist`),
   /** A stored prompt, or the given version of one: the prompt endpoints and a responses request's `prompt` say the same. */
   promptNotFound: (id: string, version?: number) => errors.notFound("Prompt", version === undefined ? id : `${id} (version ${version})`),
   modelNotFound: (model: string) => new ApiError(404, "Model not found", `Model with ID ${model} is not configured`),
@@ -133,3 +133,10 @@ export const errors = {
   backendUnavailable: (cause = "Connection error while trying to reach backend service.") =>
     new ApiError(503, "Unable to connect to the inference backend", cause),
 } as const;
+
+/** The longest id an error repeats whole: past it, its start (a 2 MB id that no resource has is not sent back whole). */
+const MAX_SHOWN_ID = 256;
+
+function shownId(id: string): string {
+  return id.length <= MAX_SHOWN_ID ? id : `${id.slice(0, MAX_SHOWN_ID)}… (${id.length} characters)`;
+}

@@ -40,10 +40,9 @@ const REFUSED_BODY_READ_BYTES = 64 * 1024 * 1024;
  * Content-Length, or, for a body without one (chunked), by counting it as it is read here, the
  * rest of a refused one read out (REFUSED_BODY_READ_BYTES). A body that breaks off while being
  * counted is the client's 422, not a 500. (Hono's bodyLimit counts alike but leaves a refused body
- * unread, with its reader out of reach.)
+ * unread, with its reader out of reach.) `tooLarge` is the refusal; by default it names the limit.
  */
-export function requestBodyLimit(maxBytes: number): MiddlewareHandler {
-  const tooLarge = () => errors.promptTooLong(`The request exceeds the maximum size of ${maxBytes} bytes.`);
+export function requestBodyLimit(maxBytes: number, tooLarge = () => errors.promptTooLong(`The request exceeds the maximum size of ${maxBytes} bytes.`)): MiddlewareHandler {
   return async function requestBodyLimit(c, next) {
     const request = c.req.raw;
     if (!request.body) return next();

@@ -44,6 +44,19 @@ describe("conversation views", () => {
     });
   });
 
+  it("gives a conversation whose first answer failed its topic summary with the first answer that does not", async () => {
+    const failed = (await readSse(await call("/v1/streaming_query", { json: { query: "about kubernetes #fail-midstream" }, user: "topics" }))).map(
+      (entry) => entry.data as { event: string; data: { conversation_id?: string } },
+    );
+    const id = failed[0]!.data.conversation_id!;
+    expect(failed.at(-1)!.event).toBe("error");
+    await (await call("/v1/streaming_query", { json: { query: "about kubernetes pods", conversation_id: id }, user: "topics" })).text();
+    await eventually(async () => {
+      const listed = await callJson<{ conversations: Array<Record<string, unknown>> }>("/v2/conversations", { user: "topics" });
+      expect(listed.body.conversations).toEqual([expect.objectContaining({ conversation_id: id, topic_summary: "Topic: about kubernetes pods" })]);
+    });
+  });
+
   it("leaves an alarm for the record it still owes the lists, in case its object is gone before its timer", async () => {
     const user = "alarmed";
     const id = await newConversation(user);
@@ -171,6 +184,14 @@ describe("conversation views", () => {
     }
   });
 
+  it("does not send back the whole of a huge unknown id", async () => {
+    const huge = "a".repeat(100_000);
+    const { status, body } = await callJson<{ detail: { response: string; cause: string } }>("/v1/query", { json: { query: "hi", conversation_id: huge }, user: "dave" });
+    expect(status).toBe(404);
+    expect(body.detail.response).toBe("Conversation not found");
+    expect(body.detail.cause).toBe(`Conversation with ID ${"a".repeat(256)}… (100000 characters) does not exist`);
+  });
+
   it("takes the backend form of an id, which the responses endpoint hands out, on every conversation endpoint", async () => {
     const { body } = await callJson<{ conversation: string }>("/v1/responses", { json: { input: "hello" }, user: "dave" });
     expect(body.conversation).toMatch(/^conv_[0-9a-f]{48}$/);
@@ -245,6 +266,20 @@ describe("interrupting and abandoning streams", () => {
     await settle();
     expect((await callJson(`/v1/conversations/${id}`, { user: "judy" })).status).toBe(404);
     expect((await callJson<{ conversations: unknown[] }>("/v1/conversations", { user: "judy" })).body.conversations).toEqual([]);
+  });
+
+  it("a conversation deleted while a question waits for its backend answers that question 404", async () => {
+    for (const endpoint of ["/v1/query", "/v1/streaming_query"]) {
+      const id = await newConversation("judy");
+      const asked = call(endpoint, { json: { query: "a slow backend #late=1500", conversation_id: id }, user: "judy" });
+      const conversation = env.CONVERSATION.getByName(id);
+      // Once the turn is running (its backend call made), the conversation is deleted.
+      await eventually(async () => expect(await runInDurableObject(conversation, (instance) => (instance as unknown as { active: Map<string, unknown> }).active.size)).toBe(1));
+      expect((await callJson(`/v1/conversations/${id}`, { method: "DELETE", user: "judy" })).status).toBe(200);
+      const answer = await asked;
+      expect(answer.status, endpoint).toBe(404);
+      expect(await answer.json(), endpoint).toEqual({ detail: { response: "Conversation not found", cause: `Conversation with ID ${id} does not exist` } });
+    }
   });
 
   it("rejects malformed and unknown interrupt requests", async () => {

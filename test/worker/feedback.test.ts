@@ -138,7 +138,7 @@ describe("POST /v1/feedback", () => {
     });
     for (const { status, body } of [announced, streamed]) {
       expect(status).toBe(413);
-      expect(body.detail).toEqual({ response: "Prompt is too long", cause: "The request exceeds the maximum size of 2097152 bytes." });
+      expect(body.detail).toEqual({ response: "Prompt is too long", cause: "The prompt exceeds the maximum allowed length." });
     }
     expect(await storedObjects()).toEqual([]);
     // Just under the limit is taken.

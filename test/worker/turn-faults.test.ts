@@ -308,7 +308,7 @@ describe("questions larger than the model or the storage take", () => {
     });
     const response = await callJson<{ detail: Json }>("/v1/query", { body, headers: { "Content-Type": "application/json" }, user: "size" });
     expect(response.status).toBe(413);
-    expect(response.body.detail).toEqual({ response: "Prompt is too long", cause: "The request exceeds the maximum size of 2097152 bytes." });
+    expect(response.body.detail).toEqual({ response: "Prompt is too long", cause: "The prompt exceeds the maximum allowed length." });
     expect(pulled).toBe(total);
 
     // One that never ends is read only so far (64 MiB past the limit), then let go.

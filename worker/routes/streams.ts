@@ -10,6 +10,7 @@ import { probeMcpAuth } from "../mcp/oauth-probe.ts";
 import type { RequestMcpServers } from "../mcp/servers.ts";
 import type { PlanContext } from "../turn/plan.ts";
 import type { TurnClient } from "../turn/turn-client.ts";
+import { errors } from "../errors.ts";
 import { requestBodyLimit } from "../validation.ts";
 import { serversOfRequest } from "./mcp.ts";
 
@@ -20,8 +21,9 @@ import { serversOfRequest } from "./mcp.ts";
  */
 export const MAX_TURN_REQUEST_BYTES = 2 * 1024 * 1024;
 
+/** A question over the limit is SPEC's 413 in SPEC's words (the limit itself is in README "Limits"). */
 export function turnBodyLimit(): MiddlewareHandler<AppEnv> {
-  return requestBodyLimit(MAX_TURN_REQUEST_BYTES);
+  return requestBodyLimit(MAX_TURN_REQUEST_BYTES, () => errors.promptTooLong());
 }
 
 /**

@@ -436,6 +436,8 @@ export class ConversationDO extends ConversationDurableObject {
       if (prepared && !prepared.verdict) recordCall(false);
       this.running.delete(requestId);
       this.abandonRunning(requestId, settled(0) as OutboxEntry[]);
+      // Deleted while its backend had not answered yet: the conversation is what is gone, not the backend.
+      if (abort.signal.reason === CONVERSATION_DELETED) throw errors.notFound("Conversation", plan.conversationId);
       throw error;
     }
     if (prepared.verdict) recordValidationError(this.env, this.ctx, plan.endpoint);
@@ -511,7 +513,9 @@ export class ConversationDO extends ConversationDurableObject {
     try {
       // A new conversation's topic summary is a backend call of its own: a JSON answer's runs beside
       // the answer, a stream's once the stream has ended, so that no event of the answer waits on it.
-      const wantsTopic = plan.create && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null;
+      // Also the first answer of a conversation whose earlier turns all failed (they made none).
+      const firstAnswer = plan.create || this.turns().every((turn) => turn.status === "failed");
+      const wantsTopic = firstAnswer && plan.generateTopicSummary && !ready.verdict && this.meta("topic_summary") === null;
       const topic = () => generateTopicSummary(rt, model.model, plan.userText);
       besideAnswer = wantsTopic && !plan.streaming ? topic() : null;
 
