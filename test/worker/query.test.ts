@@ -232,9 +232,9 @@ describe("POST /v1/streaming_query", () => {
     // Fed from the same outbox delay: the failed one would be there by now.
     expect((await listed()).map((c) => c.conversation_id)).toEqual([other]);
     expect((await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${failed}`, { user })).body.chat_history).toEqual([]);
-    // Its id still goes on; from its first answer it is listed, with no topic summed up from the failure.
+    // Its id still goes on; from its first answer it is listed, its topic summed up from that answer, not from the failure.
     expect((await callJson("/v1/query", { json: { query: "again", conversation_id: failed }, user })).status).toBe(200);
-    await eventually(async () => expect((await listed()).find((c) => c.conversation_id === failed)).toMatchObject({ message_count: 1, topic_summary: "" }));
+    await eventually(async () => expect((await listed()).find((c) => c.conversation_id === failed)).toMatchObject({ message_count: 1, topic_summary: "Topic: again" }));
   });
 
   it("emits tool_call and tool_result events", async () => {
