@@ -24,6 +24,11 @@ export const ACCEPTED_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384",
  */
 const KEYS_MAX_AGE_MS = 600_000;
 const REFRESH_INTERVAL_MS = 30_000;
+/**
+ * While no keys are held every token is refused, so a key server that failed is asked again sooner:
+ * a cold isolate is not locked out for REFRESH_INTERVAL_MS by one dropped fetch.
+ */
+const RETRY_WITHOUT_KEYS_MS = 5_000;
 const KEYS_STALE_LIMIT_MS = 3_600_000;
 const KEY_SERVER_TIMEOUT_MS = 5_000;
 /** How long a request waits on a fetch another request started: that request may be cancelled, and its fetch never settle. */
@@ -95,7 +100,8 @@ async function waitAtMost(promise: Promise<void>, ms: number): Promise<void> {
 }
 
 /**
- * Fetches the key set of `url` again unless a fetch started less than REFRESH_INTERVAL_MS ago; waits
+ * Fetches the key set of `url` again unless a fetch started less than REFRESH_INTERVAL_MS ago
+ * (RETRY_WITHOUT_KEYS_MS while none are held); waits
  * for one under way. Never throws and never drops the keys already held: the outcome is in the
  * state (new keys, or `failure`).
  */
@@ -106,7 +112,7 @@ async function refresh(url: string, state: KeySetState): Promise<void> {
     state.pending = undefined;
     state.attemptedAt = -Infinity;
   }
-  if (state.pending === undefined && Date.now() - state.attemptedAt >= REFRESH_INTERVAL_MS) {
+  if (state.pending === undefined && Date.now() - state.attemptedAt >= (state.keys ? REFRESH_INTERVAL_MS : RETRY_WITHOUT_KEYS_MS)) {
     state.attemptedAt = Date.now();
     const pending = fetchKeySet(url).then(
       (jwks) => {
@@ -156,14 +162,14 @@ async function verify(token: string, keys: JSONWebKeySet, requireExp: boolean): 
   // jose checks exp whenever it is present; requiredClaims makes its absence a failure too.
   const options = { algorithms: ACCEPTED_ALGORITHMS, requiredClaims: requireExp ? ["exp"] : [] };
   try {
-    return (await jwtVerify(token, createLocalJWKSet(keys), options)).payload;
+    return issuedInThePast((await jwtVerify(token, createLocalJWKSet(keys), options)).payload);
   } catch (error) {
     // A token without kid that fits several keys (mid-rotation): jose hands out the candidates,
     // and the token is good when one of them verifies it.
     if (error instanceof joseErrors.JWKSMultipleMatchingKeys) {
       for await (const key of error) {
         try {
-          return (await jwtVerify(token, key, options)).payload;
+          return issuedInThePast((await jwtVerify(token, key, options)).payload);
         } catch (candidateError) {
           if (!(candidateError instanceof joseErrors.JWSSignatureVerificationFailed)) throw tokenError(candidateError);
         }
@@ -172,6 +178,16 @@ async function verify(token: string, keys: JSONWebKeySet, requireExp: boolean): 
     }
     throw tokenError(error);
   }
+}
+
+/**
+ * A token issued in the future is refused, as the original's claim check does ("The token is not
+ * valid as it was issued in the future", reported as its one claim cause); jose checks `iat` only
+ * for its type. No leeway, as for `nbf`.
+ */
+function issuedInThePast(payload: JWTPayload): JWTPayload {
+  if (typeof payload.iat === "number" && payload.iat > Date.now() / 1000) throw errors.unauthorized("Token validation failed");
+  return payload;
 }
 
 /**
