@@ -115,6 +115,18 @@ describe("a turn's call", () => {
   });
 });
 
+describe("a model call's duration", () => {
+  it("runs from the request to the backend to its answer, on /v1/infer as on /v1/responses", async () => {
+    const sum = (m: Exposition, endpoint: string) => m.total("ls_llm_inference_duration_seconds_sum", { provider: "scripted", model: "parley-small", endpoint }) ?? 0;
+    const count = (m: Exposition, endpoint: string) => m.total("ls_llm_inference_duration_seconds_count", { provider: "scripted", model: "parley-small", endpoint }) ?? 0;
+    const before = await scrape();
+    expect((await call("/v1/infer", { json: { question: "a slow backend #late=400" }, user: "metrics-duration" })).status).toBe(200);
+    expect((await call("/v1/responses", { json: { input: "a slow backend #late=400" }, user: "metrics-duration" })).status).toBe(200);
+    const after = await scrapeWhen((m) => count(m, "/v1/infer") > count(before, "/v1/infer") && count(m, "/v1/responses") > count(before, "/v1/responses"));
+    for (const endpoint of ["/v1/infer", "/v1/responses"]) expect(sum(after, endpoint) - sum(before, endpoint), endpoint).toBeGreaterThanOrEqual(0.4);
+  });
+});
+
 describe("delivery failures", () => {
   it("counts a failed delivery of what follows a turn (the record store refusing its record), which the outbox retries", async () => {
     const broken = testConfig({ database: { postgres: { ...inject("postgres"), namespace: "parley_no_such_schema" } } });

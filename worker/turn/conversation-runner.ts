@@ -424,7 +424,13 @@ export class ConversationDO extends ConversationDurableObject {
     try {
       prepared = await prepareTurn(rt, plan, model);
       if (legacyStream) await this.registerLegacyStream(rt, plan);
-      answer = await openAnswer(rt, plan, prepared, history, { signal: abort.signal, sent: () => marker.after(plan.streaming ? 0 : JSON_MARKER_DELAY_MS) }, {
+      answer = await openAnswer(rt, plan, prepared, history, {
+        signal: abort.signal,
+        sent: () => {
+          recordCall.sent();
+          marker.after(plan.streaming ? 0 : JSON_MARKER_DELAY_MS);
+        },
+      }, {
         resumed: checked.decisions,
         claimApproved: (id) => this.claimApproval(id),
         ranApproved: (id, item) => this.keepApprovalOutcome(id, item),
@@ -433,7 +439,7 @@ export class ConversationDO extends ConversationDurableObject {
       });
     } catch (error) {
       // Nothing reached the backend: the turn is not recorded, and its reservation is returned.
-      if (prepared && !prepared.verdict) recordCall(false);
+      if (prepared && !prepared.verdict) recordCall.record(false);
       this.running.delete(requestId);
       this.abandonRunning(requestId, settled(0) as OutboxEntry[]);
       // Deleted while its backend had not answered yet: the conversation is what is gone, not the backend.
@@ -454,7 +460,7 @@ export class ConversationDO extends ConversationDurableObject {
       const status: TurnStatus = collected.status ?? (abort.signal.reason === INTERRUPTED ? "interrupted" : "incomplete");
       const outcome = turnOutcome(rt, plan, ready, status, collected, head.responseId, inputBytes);
       const tokens = outcome.tokens.input + outcome.tokens.output;
-      if (!ready.verdict) recordCall(status !== "failed" || deleted, reportedUsage(collected));
+      if (!ready.verdict) recordCall.record(status !== "failed" || deleted, reportedUsage(collected));
       const entries = settled(tokens);
       if (rt.config.quota_handlers.enable_token_history && tokens > 0) {
         entries.push({ kind: "tokens", payload: { turnKey: requestId, userId, provider: outcome.turn.provider, model: outcome.turn.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output } });

@@ -252,19 +252,31 @@ export function transcriptOf(plan: TurnPlan, outcome: TurnOutcome): TranscriptIn
 }
 
 /**
- * Records the turn's model call for /metrics once it has ended (from now: its duration), with the
- * tokens it used when it got that far.
+ * Records the turn's model call for /metrics once it has ended, with the tokens it used when it got
+ * that far; its duration runs from when its first request to the backend was sent.
  */
-export function modelCallRecorder(env: Env, ctx: MetricsContext, plan: TurnPlan, model: ModelInfo): (ok: boolean, tokens?: TokenUsage | null) => void {
-  const called = Date.now();
-  return (ok, tokens) =>
-    recordLlmCall(env, ctx, {
-      provider: model.provider_id,
-      model: model.provider_resource_id,
-      endpoint: plan.endpoint,
-      ok,
-      inputTokens: tokens?.input,
-      outputTokens: tokens?.output,
-      durationMs: Date.now() - called,
-    });
+export function modelCallRecorder(env: Env, ctx: MetricsContext, plan: TurnPlan, model: ModelInfo): ModelCallRecorder {
+  let sentAt: number | null = null;
+  return {
+    sent: () => {
+      sentAt ??= Date.now();
+    },
+    record: (ok, tokens) =>
+      recordLlmCall(env, ctx, {
+        provider: model.provider_id,
+        model: model.provider_resource_id,
+        endpoint: plan.endpoint,
+        ok,
+        inputTokens: tokens?.input,
+        outputTokens: tokens?.output,
+        // A call that never left is counted, not timed.
+        durationMs: sentAt === null ? undefined : Date.now() - sentAt,
+      }),
+  };
+}
+
+/** A model call's metrics: its duration runs from `sent` (the request on its way) to `record`. */
+export interface ModelCallRecorder {
+  sent(): void;
+  record(ok: boolean, tokens?: TokenUsage | null): void;
 }

@@ -17,6 +17,7 @@ import {
   chooseTurnModel,
   estimateTokens,
   modelCallRecorder,
+  type ModelCallRecorder,
   openAnswer,
   prepareTurn,
   readAnswer,
@@ -59,27 +60,28 @@ export async function runStatelessTurn(env: Env, ctx: { waitUntil(promise: Promi
   };
 
   let prepared: PreparedTurn | null = null;
+  let recordCall: ModelCallRecorder | null = null;
   let collected: Collected;
   try {
     const model = await chooseTurnModel(rt, plan, null);
     const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
     if (tooLong) throw tooLong;
     prepared = await prepareTurn(rt, plan, model);
-    const answer = await openAnswer(rt, plan, prepared, [], { signal }, NO_APPROVALS);
+    recordCall = modelCallRecorder(env, ctx, plan, model.model);
+    const answer = await openAnswer(rt, plan, prepared, [], { signal, sent: recordCall.sent }, NO_APPROVALS);
     collected = await readAnswer(rt, plan, prepared, answer, signal, async () => undefined);
   } catch (error) {
-    if (prepared && !prepared.verdict) modelCallRecorder(env, ctx, plan, prepared.model.model)(false);
+    if (prepared && !prepared.verdict) recordCall?.record(false);
     settle(0);
     throw error;
   }
   const model = prepared.model.model;
-  const recordCall = modelCallRecorder(env, ctx, plan, model);
   if (prepared.verdict) recordValidationError(env, ctx, plan.endpoint);
   const status: TurnStatus = collected.status ?? "incomplete";
   const outcome = turnOutcome(rt, plan, prepared, status, collected, "", inputBytes);
   const tokens = outcome.tokens.input + outcome.tokens.output;
   settle(tokens);
-  if (!prepared.verdict) recordCall(status !== "failed", reportedUsage(collected));
+  if (!prepared.verdict) recordCall.record(status !== "failed", reportedUsage(collected));
   if (rt.config.quota_handlers.enable_token_history && tokens > 0) {
     const usage = { turnKey: plan.requestId, userId: plan.auth.userId, provider: outcome.turn.provider, model: outcome.turn.model, inputTokens: outcome.tokens.input, outputTokens: outcome.tokens.output };
     follow("tokens", () => withStore(env, rt, (store) => store.tokenUsage.addOnce(usage)));
