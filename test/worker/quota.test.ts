@@ -132,6 +132,22 @@ describe("token quotas", () => {
     });
   });
 
+  it("consumes nothing for a turn that failed, streamed or not, as the original charges no failure", async () => {
+    const config = withLimiters([limiter({ name: "u_failures", initial_quota: 10_000 })]);
+    for (const query of ["boom #fail-midstream", "cut #drop", "refused #status=500"]) {
+      await (await call("/v1/streaming_query", { json: { query }, user: "fay", config })).text();
+      await call("/v1/query", { json: { query }, user: "fay", config });
+      await (await call("/v1/responses", { json: { input: query, stream: true }, user: "fay", config })).text();
+    }
+    // Settlement follows each turn through its conversation's outbox, at once: an answer's shows after theirs.
+    const answered = await ask(config, "fay");
+    const used = answered.body.input_tokens + answered.body.output_tokens;
+    await eventually(async () => {
+      const mine = await callJson<{ quotas: Array<{ available: number }> }>("/v1/quotas", { user: "fay", config });
+      expect(mine.body.quotas[0]!.available).toBe(10_000 - used);
+    });
+  });
+
   it("consumes exactly the sum of 20 parallel answers, with token history", async () => {
     const config = withLimiters([limiter({ name: "u_parallel", initial_quota: 1_000_000 }), limiter({ type: "cluster_limiter", name: "c_parallel", initial_quota: 1_000_000 })], {
       enable_token_history: true,

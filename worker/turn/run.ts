@@ -194,7 +194,8 @@ function fileSearchStores(plan: TurnPlan): string[] {
 /**
  * The turn as recorded: the backend's output when it finished (its partial text otherwise), the
  * summary the conversation views show, and its tokens (the backend's usage; estimated when it never
- * reported any, as for an interrupted stream).
+ * reported any, as for an interrupted stream, except for a failed turn: no answer, nothing consumed
+ * but what the backend reported, as in the original).
  */
 export function turnOutcome(
   rt: Runtime,
@@ -224,8 +225,8 @@ export function turnOutcome(
       summary: { user: plan.userText, assistant: collected.text, ...summarizeTurn(plan.input, output, countsTool(plan)) },
     },
     tokens: {
-      input: collected.usage?.input ?? (status === "blocked" ? 0 : estimateTokens(inputBytes)),
-      output: collected.usage?.output ?? collected.deltas,
+      input: collected.usage?.input ?? (status === "blocked" || status === "failed" ? 0 : estimateTokens(inputBytes)),
+      output: collected.usage?.output ?? (status === "failed" ? 0 : collected.deltas),
     },
     ragChunks: [...prepared.retrieval.chunks, ...searched.chunks],
     referencedDocuments: uniqueDocuments([...prepared.retrieval.referencedDocuments, ...searched.referencedDocuments]),
