@@ -48,6 +48,26 @@ describe("tools in a turn", () => {
     expect(await calls(name)).toBe(1);
   });
 
+  it("answers the model's call of a tool nobody offered itself, so the conversation goes on without a dangling call", async () => {
+    const config = configWith([{ name: "public", url: url("s", label("made-up")) }]);
+    const first = await ask({ query: "use #call-tool:no_such_tool:{}" }, { config });
+    expect(first.status).toBe(200);
+    expect(first.body.tool_calls.map((c) => c.name)).toEqual(["mcp_list_tools"]);
+    // The model was told, and answered (with a client's function it would have waited for the client).
+    const told = await respond({ input: "use #call-tool:no_such_tool:{} then say #echo-request" }, { config });
+    const said = ofType(told.body.output, "message").at(-1)!.content as Array<{ text: string }>;
+    const seen = echoedRequest(said[0]!.text);
+    expect(seen.input.find((item) => item.type === "function_call_output")).toMatchObject({ output: expect.stringContaining("There is no tool named 'no_such_tool'") });
+    // Nothing of it is left for later turns: no function call without its output.
+    const next = await ask({ query: "and now #echo-request", conversation_id: first.body.conversation_id }, { config });
+    const later = echoedRequest(next.body.response);
+    expect(later.input.filter((item) => item.type === "function_call")).toEqual([]);
+    // On /v1/responses, a client's own function still waits for the client.
+    const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
+    const own = await respond({ input: "#call-tool:lookup", tools: [fn] }, { config });
+    expect(ofType(own.body.output, "function_call")).toEqual([expect.objectContaining({ name: "lookup" })]);
+  });
+
   it("reports the call on the query endpoints as tool_calls and tool_results, and streams them", async () => {
     const config = configWith([{ name: "public", url: url("s", label("query")) }]);
     const { status, body } = await ask({ query: 'add #call-tool:add:{"a":2,"b":3}' }, { config });

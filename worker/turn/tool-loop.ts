@@ -37,6 +37,17 @@ export interface Toolbox {
   offered: Map<string, OfferedTool>;
   /** The function tools the backend is offered. */
   functions: Item[];
+  /** The names of the client's own functions, whose calls wait for the client. */
+  clientFunctions: ReadonlySet<string>;
+}
+
+/**
+ * Whether a function call of the model's is the gateway's to answer: a call of an MCP tool, or of a
+ * name that is no tool at all (the model made it up, or its server's listing failed), which no
+ * client could answer either. Only the client's own functions are left to the client.
+ */
+function answeredHere(toolbox: Toolbox, item: Item): boolean {
+  return item.type === "function_call" && !toolbox.clientFunctions.has(String(item.name));
 }
 
 /** Function names a backend accepts (OpenAI's rule). */
@@ -53,7 +64,7 @@ export async function openToolbox(servers: McpServer[], taken: ReadonlySet<strin
   const seen = new Map<string, number>();
   for (const result of listed) if (result.ok) for (const tool of result.tools) seen.set(functionName(tool.name), (seen.get(functionName(tool.name)) ?? 0) + 1);
 
-  const toolbox: Toolbox = { lists: [], offered: new Map(), functions: [] };
+  const toolbox: Toolbox = { lists: [], offered: new Map(), functions: [], clientFunctions: taken };
   servers.forEach((server, index) => {
     const result = listed[index]!;
     toolbox.lists.push({
@@ -180,7 +191,7 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
         }
         // The model's calls of MCP tools are the gateway's to run: they become mcp_call items below.
         const item = data.item as Item | undefined;
-        if (item && item.type === "function_call" && toolbox.offered.has(String(item.name))) {
+        if (item && answeredHere(toolbox, item)) {
           hidden.add(itemKey(item));
           if (data.type === "response.output_item.added" && typeof data.output_index === "number") hiddenIndexes.push(data.output_index);
           continue;
@@ -202,10 +213,10 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
       const response = terminal.response as BackendResponse;
       usage = addUsage(usage, response.usage ?? null);
       const items = response.output as unknown as Item[];
-      const mcpCalls = items.filter((item) => item.type === "function_call" && toolbox.offered.has(String(item.name)));
-      const visible = items.filter((item) => !mcpCalls.includes(item));
+      const ours = items.filter((item) => answeredHere(toolbox, item));
+      const visible = items.filter((item) => !ours.includes(item));
       output.push(...visible);
-      if (terminal.type !== "response.completed" || mcpCalls.length === 0 || signal.aborted) {
+      if (terminal.type !== "response.completed" || ours.length === 0 || signal.aborted) {
         yield { ...terminal, response: { ...response, output: [...output], usage } } as unknown as ResponseStreamEvent;
         return;
       }
@@ -213,6 +224,13 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
       // The model's words so far, then each call and what came of it, for the next model call.
       const said = visible.filter((item) => item.type === "message").map(messageText).join("");
       if (said) input.push({ type: "message", role: "assistant", content: said });
+      // A call of no tool is answered so, for the model to do without it (nothing is shown of it).
+      const mcpCalls = ours.filter((functionCall) => toolbox.offered.has(String(functionCall.name)));
+      for (const functionCall of ours.filter((candidate) => !mcpCalls.includes(candidate))) {
+        const callId = String(functionCall.call_id ?? functionCall.id);
+        const args = typeof functionCall.arguments === "string" ? functionCall.arguments : JSON.stringify(functionCall.arguments ?? {});
+        input.push({ type: "function_call", call_id: callId, name: String(functionCall.name), arguments: args }, callOutput(callId, `There is no tool named '${String(functionCall.name)}': use one of the tools offered.`));
+      }
       const lastCall = iteration >= mcp.maxInferIters;
       let gated = false;
       const planned = mcpCalls.map((functionCall) => {
