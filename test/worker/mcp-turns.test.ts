@@ -389,6 +389,12 @@ describe("approvals", () => {
     // Its record shows the answer.
     const detail = await callJson<{ chat_history: Array<{ tool_results: Item[] }> }>(`/v1/conversations/${first.body.conversation.slice(5)}`, { user: "olivia", config });
     expect(detail.body.chat_history[1]!.tool_results[0]).toMatchObject({ id, status: "denied", type: "mcp_approval_response" });
+    // Later turns' history holds the denied call and its denial, as it holds an approved call and its result.
+    const later = await respond({ conversation: first.body.conversation, input: "and now #echo-request" }, { config });
+    const history = echoedRequest(later.body.output_text).input as Item[];
+    const call = history.find((item) => item.type === "function_call")!;
+    expect(call).toMatchObject({ name: "echo", arguments: '{"text":"never"}' });
+    expect(history.find((item) => item.type === "function_call_output" && item.call_id === call.call_id)).toMatchObject({ output: "The user denied this tool call. Reason: not today" });
   });
 
   it("answers 404 for unknown, other users' and expired approvals, 409 for forks and stale ones; none of them runs anything", async () => {

@@ -75,6 +75,26 @@ function mcpCallAsFunctionCall(item: Item): Item[] {
   ];
 }
 
+/** A call a person denied, as its answer is recorded with the turn that answered it (`denied_call`). */
+export interface DeniedCall {
+  call_id: string;
+  name: string;
+  arguments: string;
+}
+
+function isDeniedCall(value: unknown): value is DeniedCall {
+  const call = value as Partial<DeniedCall> | null;
+  return typeof call === "object" && call !== null && typeof call.call_id === "string" && typeof call.name === "string" && typeof call.arguments === "string";
+}
+
+/** What the model is told of a call a person denied: the call and its denial, in this turn's input and later turns' history alike. */
+export function deniedCall(call: DeniedCall, reason: string | null): Item[] {
+  return [
+    { type: "function_call", call_id: call.call_id, name: call.name, arguments: call.arguments },
+    { type: "function_call_output", call_id: call.call_id, output: `The user denied this tool call.${reason ? ` Reason: ${reason}` : ""}` },
+  ];
+}
+
 /**
  * The items one recorded turn adds to the input of every later turn: the approved calls it ran
  * (they belong to the turn that asked for them, so they come before its own input), its input, the
@@ -84,7 +104,8 @@ function mcpCallAsFunctionCall(item: Item): Item[] {
 export function turnHistory(turn: StoredTurn): Item[] {
   if (turn.status === "failed") return [];
   const approved = (item: Item) => item.type === "mcp_call" && item.approval_request_id != null;
-  const items: Item[] = [...turn.output.filter(approved).flatMap(mcpCallAsFunctionCall), ...backendInput(turn.input)];
+  const denied = turn.input.flatMap((item) => (item.type === "mcp_approval_response" && isDeniedCall(item.denied_call) ? deniedCall(item.denied_call, typeof item.reason === "string" ? item.reason : null) : []));
+  const items: Item[] = [...turn.output.filter(approved).flatMap(mcpCallAsFunctionCall), ...denied, ...backendInput(turn.input)];
   for (const item of turn.output) {
     if (item.type === "function_call") items.push(item);
     else if (item.type === "mcp_call" && !approved(item)) items.push(...mcpCallAsFunctionCall(item));

@@ -19,7 +19,7 @@ import { failedAnswer, reportedUsage, type Collected } from "./collect.ts";
 import { checkContextWindow, chooseTurnModel, contextWindow, estimateTokens, modelCallRecorder, openAnswer, prepareTurn, readAnswer, transcriptOf, turnOutcome, utf8Bytes, type ChosenModel, type OpenAnswer, type PreparedTurn } from "./run.ts";
 import { compact, compactedHistory, compactionDue, type ConversationSummary } from "./compaction.ts";
 import { EVENT_LINES, presenting, streamPresenter, type TurnPresenter } from "./presenting.ts";
-import { unrunnableApproval } from "./tool-loop.ts";
+import { unrunnableApproval, withDeniedCalls } from "./tool-loop.ts";
 import { unansweredCallOutput } from "./tools.ts";
 import { generateTopicSummary } from "./topic-summary.ts";
 
@@ -473,7 +473,7 @@ export class ConversationDO extends ConversationDurableObject {
       entries.push(recordSnapshot(plan.conversationId));
       // A failed turn leaves the approvals it answered usable, for the client to send again.
       const answered = status === "failed" ? [] : plan.approvals;
-      this.commitTurn({ ...outcome.turn, requestId, startedAt }, entries as OutboxEntry[], { created: gated, answered });
+      this.commitTurn({ ...outcome.turn, input: withDeniedCalls(outcome.turn.input, checked.decisions), requestId, startedAt }, entries as OutboxEntry[], { created: gated, answered });
       return {
         status,
         response: collected.response,

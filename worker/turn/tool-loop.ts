@@ -16,7 +16,7 @@
 // own tool items in between, output indexes renumbered to run on across model calls, and one final
 // event whose response holds every output item and the usage of all model calls.
 import type { Response as BackendResponse, ResponseStreamEvent, ResponseUsage } from "openai/resources/responses/responses";
-import type { Item } from "../domain/conversation.ts";
+import { deniedCall, type DeniedCall, type Item } from "../domain/conversation.ts";
 import type { ApprovalDecision, ApprovalRequest, McpServer, TurnMcp } from "../domain/mcp.ts";
 import { errors, type ApiError } from "../errors.ts";
 import { approvalRequired, callTool, listTools, type CallToolOutcome, type McpTool } from "../mcp/client.ts";
@@ -144,7 +144,7 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
     const request = decision.request;
     const functionCall = { type: "function_call", call_id: request.callId, name: request.functionName, arguments: request.arguments };
     if (!decision.approve) {
-      resumed.push(functionCall, callOutput(request.callId, `The user denied this tool call.${decision.reason ? ` Reason: ${decision.reason}` : ""}`));
+      resumed.push(...deniedCall(deniedCallOf(request), decision.reason));
       continue;
     }
     let item = decision.outcome;
@@ -282,6 +282,24 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
       stream = await call({ resumed, extra: input }, { offerTools: calls < mcp.maxToolCalls, toolChoice: backendToolChoice(loop.toolChoice, toolbox, false) });
     }
   }
+}
+
+function deniedCallOf(request: ApprovalRequest): DeniedCall {
+  return { call_id: request.callId, name: request.functionName, arguments: request.arguments };
+}
+
+/**
+ * The turn's input as it is recorded: each answer that denied a call carries the call it denied
+ * (`denied_call`), so that later turns' history holds the call and its denial, as it holds an
+ * approved call and its result (turnHistory).
+ */
+export function withDeniedCalls(input: Item[], decisions: ApprovalDecision[]): Item[] {
+  const denied = new Map(decisions.filter((decision) => !decision.approve).map((decision) => [decision.request.id, deniedCallOf(decision.request)]));
+  if (denied.size === 0) return input;
+  return input.map((item) => {
+    const call = item.type === "mcp_approval_response" ? denied.get(String(item.approval_request_id)) : undefined;
+    return call ? { ...item, denied_call: call } : item;
+  });
 }
 
 function itemKey(item: Item): string {
