@@ -68,6 +68,19 @@ describe("tools in a turn", () => {
     expect(ofType(own.body.output, "function_call")).toEqual([expect.objectContaining({ name: "lookup" })]);
   });
 
+  it("uses a client mcp tool's credentials and shows them redacted in the response", async () => {
+    const name = label("creds");
+    const config = configWith([]);
+    const tool = { type: "mcp", server_label: "mine", server_url: url("auth", name), require_approval: "never", authorization: fake.token, headers: { "X-Api-Key": "key-123" } };
+    const { status, body } = await respond({ input: "who #call-tool:whoami:{}", tools: [tool] }, { config });
+    expect(status).toBe(200);
+    expect(ofType(body.output, "mcp_call")).toEqual([expect.objectContaining({ status: "completed" })]);
+    const shown = (body as unknown as { tools: Item[] }).tools;
+    expect(shown).toEqual([expect.objectContaining({ type: "mcp", server_label: "mine", authorization: "**********", headers: { "X-Api-Key": "**********" } })]);
+    expect(JSON.stringify(body)).not.toContain(fake.token);
+    expect(JSON.stringify(body)).not.toContain("key-123");
+  });
+
   it("reports the call on the query endpoints as tool_calls and tool_results, and streams them", async () => {
     const config = configWith([{ name: "public", url: url("s", label("query")) }]);
     const { status, body } = await ask({ query: 'add #call-tool:add:{"a":2,"b":3}' }, { config });

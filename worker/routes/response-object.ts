@@ -4,6 +4,7 @@
 // vLLM or Ollama backend leaves many out): the type below makes leaving one out a compile error, and
 // RESPONSE_KEYS lets tests check the same at run time.
 import type { Response as OpenAIResponse, ResponseError, ResponseUsage, Tool } from "openai/resources/responses/responses";
+import { REDACTED } from "../config/redact.ts";
 import type { Item, WireError } from "../domain/conversation.ts";
 
 /** Response fields with no null form and nothing Parley could truthfully put in them: left out, as OpenAI does. */
@@ -125,8 +126,16 @@ function usage(given: ResponseUsage | undefined): ResponseUsage {
   };
 }
 
-/** A tool as the Responses object defines it: function tools always carry `parameters` and `strict`. */
+/**
+ * A tool as the Responses object defines it: function tools always carry `parameters` and `strict`;
+ * an `mcp` tool's credentials (its `authorization`, its headers' values) are shown redacted, never
+ * repeated into a response that is kept, logged and shown.
+ */
 export function shownTool(tool: Record<string, unknown> & { type: string }): Tool {
+  if (tool.type === "mcp") {
+    const headers = tool.headers && typeof tool.headers === "object" ? Object.fromEntries(Object.keys(tool.headers).map((name) => [name, REDACTED])) : tool.headers;
+    return { ...tool, ...(tool.authorization == null ? {} : { authorization: REDACTED }), ...(headers === undefined ? {} : { headers }) } as unknown as Tool;
+  }
   if (tool.type !== "function") return tool as unknown as Tool;
   return { ...tool, parameters: tool.parameters ?? null, strict: tool.strict ?? null } as unknown as Tool;
 }
