@@ -345,6 +345,9 @@ export class ConversationDO extends ConversationDurableObject {
     // A turn keeps its question twice (its items and its summary's text): both must still fit.
     const inputJson = JSON.stringify(plan.input);
     if (this.storedUnits() + 2 * inputJson.length > MAX_STORED_UNITS) return refuse(errors.conversationFull(MAX_STORED_UNITS));
+    // A function's output must answer a call of the conversation's or of its own input.
+    const unanswered = unansweredCallOutput(plan.input, this.historyItems());
+    if (unanswered !== null) return refuse(errors.invalidValue(`No tool call found for function call output with call_id ${unanswered}.`));
     const summary = this.summary();
     let history = summary ? compactedHistory(this.turns(), summary) : this.historyItems();
 
@@ -379,9 +382,6 @@ export class ConversationDO extends ConversationDurableObject {
     const tooLong = checkContextWindow(rt, model.model, estimateTokens(inputBytes));
     if (tooLong) return refuse(tooLong);
 
-    // A function's output must answer a call of the conversation's or of its own input.
-    const unanswered = unansweredCallOutput(plan.input, this.historyItems());
-    if (unanswered !== null) return refuse(errors.invalidValue(`No tool call found for function call output with call_id ${unanswered}.`));
     // Approvals it answers (checked, not yet claimed): a client's mistake costs no reservation.
     const checked = plan.approvals.length > 0 ? this.checkApprovals(plan.approvals, userId) : { ok: true as const, decisions: [] };
     if (!checked.ok) return refuse(approvalError(checked));
