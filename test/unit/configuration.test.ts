@@ -22,6 +22,15 @@ describe("loadConfiguration", () => {
   });
 
 
+  it("reports a missing file beside an unset variable, whatever else is right", async () => {
+    // The deploy's check leaves out the variables the Worker already holds as secrets: a file that
+    // is missing must still be found then.
+    const text = "inference_backend:\n  url: http://127.0.0.1:8321/v1\n  api_key: ${env.PROBE_UNSET_KEY}\ncustomization:\n  system_prompt_path: missing-prompt.txt\n";
+    const found = problems(await loadConfiguration(text, {}, folder({})));
+    expect(found).toContainEqual(expect.stringMatching(/^inference_backend\.api_key: .*PROBE_UNSET_KEY/));
+    expect(found).toContainEqual(expect.stringMatching(/^customization\.system_prompt_path: .*missing-prompt\.txt/));
+  });
+
   it("checks the agent card file as the inline card is, naming the key that names the file", async () => {
     const text = `${MINIMAL}customization:\n  agent_card_path: card.yaml\n`;
     const bad = await loadConfiguration(text, {}, folder({ "card.yaml": "name: 12\nskills: notalist\nbogus_field: 1\n" }));

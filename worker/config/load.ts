@@ -58,7 +58,9 @@ export function parseConfig(text: string, env: Record<string, unknown>): ParseCo
     secrets,
   } = collectSecrets(() => {
     const result = ConfigSchema.safeParse(resolved);
-    return { result, sections: result.success ? {} : validSections(resolved) };
+    // Valid as a whole (its only problems unresolved references): every section is, and the files
+    // they name are checked all the same.
+    return { result, sections: result.success ? result.data : validSections(resolved) };
   });
 
   const schemaProblems = (result.success ? [] : result.error.issues.flatMap(describeIssue))
