@@ -11,7 +11,7 @@ import { readConfiguredFiles, type BundledFiles } from "./config/files.ts";
 import { inertSettings } from "./config/inert.ts";
 import { urlCredentials } from "./config/redact.ts";
 import { parseConfig, type ConfigProblem } from "./config/load.ts";
-import { isUnifiedRag, type Config } from "./config/schema.ts";
+import { isLoopback, isUnifiedRag, type Config } from "./config/schema.ts";
 import { knowledgeSources } from "./rag/knowledge.ts";
 import { parseBooleanQuery } from "./rag/solr.ts";
 
@@ -90,6 +90,10 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
       warnings: [
         ...warnings,
         ...(inert.length > 0 ? [`these settings have no effect in this release: ${inert.join(", ")}`] : []),
+        // A server of the operator's own is not reached without a relay (README "Postgres instead of D1").
+        ...(config.database.postgres && config.database.postgres.ws_proxy === undefined && isLoopback(config.database.postgres.host)
+          ? [`database.postgres: without ws_proxy the store is reached at wss://${config.database.postgres.host}/v2 (Neon's endpoint), which a PostgreSQL server does not serve: set ws_proxy to a WebSocket relay in front of it`]
+          : []),
         // Served as configured, over a card the gateway completes (README "A2A"): a signature made
         // over the configured card verifies only when it already holds what the gateway sets.
         ...(agentCard?.signatures?.length

@@ -850,6 +850,12 @@ describe("inertSettings", () => {
     ]);
     expect(inertSettings(loaded(`${MINIMAL}quota_handlers: {sqlite: {db_path: /var/lib/parley/quota.db}}\n`).config)).toEqual(["quota_handlers.sqlite"]);
   });
+
+  it("names a Postgres port and ssl_mode that the store's connection ignores (no ws_proxy), and not otherwise", () => {
+    const postgres = (extra: string) => loaded(`${MINIMAL}database:\n  postgres: {host: db.example.com, db: app, user: app, port: 6543, ssl_mode: disable${extra}}\n`).config;
+    expect(inertSettings(postgres(""))).toEqual(["database.postgres.port", "database.postgres.ssl_mode"]);
+    expect(inertSettings(postgres(", ws_proxy: ws://127.0.0.1:8080"))).toEqual([]);
+  });
 });
 
 describe("redactConfig", () => {

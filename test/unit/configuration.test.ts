@@ -22,6 +22,14 @@ describe("loadConfiguration", () => {
   });
 
 
+  it("warns that a PostgreSQL server on this machine is not reached without a ws_proxy", async () => {
+    const text = `${MINIMAL}database:\n  postgres: {host: localhost, db: app, user: app}\n`;
+    const result = await loadConfiguration(text, {}, folder({}));
+    expect(result.ok && result.loaded.warnings).toContainEqual(expect.stringMatching(/^database\.postgres: without ws_proxy the store is reached at wss:\/\/localhost\/v2/));
+    const relayed = await loadConfiguration(`${MINIMAL}database:\n  postgres: {host: localhost, db: app, user: app, ws_proxy: "ws://127.0.0.1:8080"}\n`, {}, folder({}));
+    expect(relayed.ok && relayed.loaded.warnings).toEqual([]);
+  });
+
   it("reports a missing file beside an unset variable, whatever else is right", async () => {
     // The deploy's check leaves out the variables the Worker already holds as secrets: a file that
     // is missing must still be found then.

@@ -43,8 +43,11 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["database.sqlite.db_path", (config) => config.database.sqlite !== undefined],
   ["customization.profile_path", (config) => config.customization.profile_path !== undefined],
   ["customization.custom_profile.path", (config) => config.customization.custom_profile?.path !== undefined],
-  // The Postgres store goes through its ws_proxy, which owns the connection to the server.
+  // The Postgres store goes through its ws_proxy, which owns the connection to the server; without
+  // one, the driver reaches wss://<host>/v2 (Neon's endpoint), always over TLS and on its own port.
   ["database.postgres.gss_encmode", (config) => config.database.postgres !== undefined && changed(config.database.postgres.gss_encmode, PostgresSchema.shape.gss_encmode)],
+  ["database.postgres.port", (config) => config.database.postgres?.ws_proxy === undefined && config.database.postgres !== undefined && changed(config.database.postgres.port, PostgresSchema.shape.port)],
+  ["database.postgres.ssl_mode", (config) => config.database.postgres?.ws_proxy === undefined && config.database.postgres !== undefined && changed(config.database.postgres.ssl_mode, PostgresSchema.shape.ssl_mode)],
   ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.
