@@ -683,6 +683,9 @@ describe("document formats", () => {
     // The backend's own settings are the backend's to resolve: a variable only it has is no load error.
     const backendOwn = accepted(parseConfig(`${MINIMAL}  config: {native_override: {api_key: "\${env.OPENAI_API_KEY}"}}\n`, {}));
     expect(backendOwn.inference_backend.config.native_override).toEqual({ api_key: "${env.OPENAI_API_KEY}" });
+    // A former name beside SPEC's is not taken, and is named for what it is.
+    expect(problems(`${MINIMAL}llama_stack:\n  url: http://127.0.0.1:8321\n`)).toEqual(["llama_stack: names the same setting as inference_backend: keep one of the two"]);
+    expect(problems(`${MINIMAL}portal: {rhokp_url: "https://a.example.com", portal_url: "https://b.example.com"}\n`)).toEqual(["portal.rhokp_url: names the same setting as portal_url: keep one of the two"]);
     // A provider's id apart from its kind.
     const providers = accepted(parseConfig(`${MINIMAL}inference: {providers: [{type: openai, id: my-openai, api_key_env: OPENAI_API_KEY}]}\n`, { OPENAI_API_KEY: "k" }));
     expect(providers.inference.providers).toEqual([{ type: "my-openai", api_key_env: "OPENAI_API_KEY" }]);

@@ -133,6 +133,12 @@ function withSpecNames(document: unknown): unknown {
 }
 
 /** Renames the keys of `record` in place, where the new name is not taken. */
+/** SPEC's name of the setting `key` names under `section` when it is one of the original's former names. */
+function currentName(section: PropertyKey[], key: string): string | undefined {
+  if (section.length === 0) return FORMER_NAMES[key];
+  return FORMER_KEYS.find((former) => former.former === key && former.section.length === section.length && former.section.every((part, index) => part === section[index]))?.name;
+}
+
 function renamed(record: Record<string, unknown>, names: Record<string, string>): void {
   for (const [former, name] of Object.entries(names)) {
     if (former in record && !(name in record)) {
@@ -260,7 +266,11 @@ export function describeError(error: z.ZodError): string[] {
 function describeIssue(issue: z.core.$ZodIssue): Problem[] {
   switch (issue.code) {
     case "unrecognized_keys":
-      return issue.keys.map((key) => ({ path: [...issue.path, key], message: "unknown key" }));
+      return issue.keys.map((key) => {
+        // A former name left beside SPEC's (withSpecNames takes it only alone): both name one setting.
+        const name = currentName([...issue.path], key);
+        return { path: [...issue.path, key], message: name ? `names the same setting as ${name}: keep one of the two` : "unknown key" };
+      });
     case "invalid_union": {
       // Report the alternative the document came closest to, rather than "Invalid input".
       const closest = issue.errors.reduce<z.core.$ZodIssue[] | undefined>(
