@@ -248,7 +248,7 @@ describe("parseConfig", () => {
     const text = readFileSync(new URL("../../config/parley.yaml", import.meta.url).pathname, "utf8");
     const config = accepted(parseConfig(text, { PARLEY_BACKEND_URL: "http://127.0.0.1:8321/v1" }));
     expect(config.inference_backend.url).toBe("http://127.0.0.1:8321/v1");
-    expect(config.inference_backend).toMatchObject({ timeout: 180, max_retries: 2, retry_delay: 1 });
+    expect(config.inference_backend).toMatchObject({ timeout: 180, max_retries: 5, retry_delay: 2 });
     expect(config.service).toMatchObject({ host: "0.0.0.0", port: 8080, workers: 1, root_path: "" });
     expect(config.service.cors.allow_origins).toEqual(["*"]);
     expect(config.authentication.module).toBe("noop");
@@ -830,8 +830,8 @@ describe("inertSettings", () => {
     const text = [
       "inference_backend:",
       "  url: http://127.0.0.1:8321/v1",
-      "  max_retries: 5",
-      "  retry_delay: 2",
+      "  max_retries: 3",
+      "  retry_delay: 1",
       "service: {color_log: false, auth_enabled: true}",
       "quota_handlers: {scheduler: {period: 300}, postgres: {db: quota, user: quota}}",
       "database: {sqlite: {db_path: /var/lib/parley/parley.db}}",

@@ -263,6 +263,6 @@ describe("Splunk events", () => {
     const plain = configOf({ splunk: { enabled: true, url: "https://s.example.com/services/collector/event", token_path: "${env.HEC_TOKEN}", index: "i" } });
     const event = responsesEvent(plain, { inputText: "", conversationId: HEX48, inferenceTime: 0, model: "m", totalTokens: 0, outcome: { kind: "completed", text: "" } }, at);
     expect(event.host).toBe("parley");
-    expect(event.source).toBe(`parley (v${SERVICE_VERSION})`);
+    expect(event.source).toBe(`lightspeed-stack (v${SERVICE_VERSION})`);
   });
 });

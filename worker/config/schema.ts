@@ -212,8 +212,8 @@ export const InferenceBackendSchema = z.strictObject({
   use_as_library_client: flag().default(false),
   library_client_config_path: nonEmpty().optional(),
   timeout: seconds().default(180),
-  max_retries: int(0).default(2),
-  retry_delay: numeric(z.number().min(0)).default(1),
+  max_retries: int(0).default(5),
+  retry_delay: numeric(z.number().min(0)).default(2),
   allow_degraded_mode: flag().default(false),
   config: z
     .strictObject({
@@ -711,7 +711,7 @@ export const SplunkSchema = z
     // Where the HEC token is held: a file shipped under config/, or the token itself as ${env.NAME}.
     token_path: secret().optional(),
     index: nonEmpty().optional(),
-    source: nonEmpty().default("parley"),
+    source: nonEmpty().default("lightspeed-stack"),
     timeout: seconds().default(5),
     verify_ssl: flag().default(true),
   })
