@@ -3,6 +3,7 @@
 import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
+import { runtimeEnv } from "../../worker/turn/conversation-runner.ts";
 import { call, callJson, eventually, largestStoredValue, MAX_STORED_VALUE, readSse, testConfig } from "./helpers.ts";
 
 type Json = Record<string, unknown>;
@@ -443,6 +444,16 @@ describe("a conversation's Durable Object that restarts mid-turn", () => {
     }
     return seen;
   }
+
+  it("delivers what it still owes under the Worker's own configuration, not the bundled one", () => {
+    // After a restart no turn has named a configuration: the object's environment (the Worker's, with
+    // its PARLEY_CONFIG) is what deliveries load, so records reach the configured store.
+    const deployed = { ...env, PARLEY_CONFIG: testConfig({ name: "deployed" }) } as Env;
+    expect(runtimeEnv(deployed, null).PARLEY_CONFIG).toBe(deployed.PARLEY_CONFIG);
+    expect(runtimeEnv(deployed, deployed.PARLEY_CONFIG!)).toBe(deployed);
+    const named = testConfig({ name: "named by the turn" });
+    expect(runtimeEnv(deployed, named).PARLEY_CONFIG).toBe(named);
+  });
 
   it("records the running turn as incomplete, and the conversation goes on", { timeout: 20_000 }, async () => {
     const first = await callJson<{ conversation_id: string }>("/v1/query", { json: { query: "before the restart" }, user: "restart" });

@@ -47,9 +47,13 @@ function approvalError(check: Extract<ApprovalCheck, { ok: false }>): ApiError {
   return errors.approvalNotLatest(check.id);
 }
 
-/** The Worker's environment with the configuration document a turn names. */
-function runtimeEnv(env: Env, configText: string | null): Env {
-  return configText === (env.PARLEY_CONFIG ?? null) ? env : { ...env, PARLEY_CONFIG: configText ?? undefined };
+/**
+ * The Worker's environment with the configuration document a turn names; none named (an object
+ * restarted since its last turn, whose outbox still delivers) means the Worker's own, which is
+ * the object's environment as it is: never the bundled default in its place.
+ */
+export function runtimeEnv(env: Env, configText: string | null): Env {
+  return configText === null || configText === (env.PARLEY_CONFIG ?? null) ? env : { ...env, PARLEY_CONFIG: configText };
 }
 
 /**
