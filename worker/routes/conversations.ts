@@ -96,11 +96,10 @@ for (const version of ["v1", "v2", "v3"]) {
     const id = pathId(c);
     let deleted = false;
     if (id !== null) {
-      const outcome = await conversationStub(c.env, id).destroy(c.get("auth").userId, userMayActOnOthers(c, "delete"));
+      // The object removes the record too, through its outbox, once it no longer feeds it.
+      const outcome = await conversationStub(c.env, id).destroy(id, c.get("auth").userId, userMayActOnOthers(c, "delete"));
       if (outcome === "forbidden") throw accessError(c, outcome, id, "delete");
       deleted = outcome === "ok";
-      // After the Durable Object, which no longer feeds the record once it has answered.
-      if (deleted) await c.get("store").conversations.delete(id);
     }
     return c.json({
       conversation_id: id ?? c.req.param("conversation_id"),

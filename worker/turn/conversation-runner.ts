@@ -33,7 +33,9 @@ type Entry =
   | { kind: "quota-settle"; payload: { counters: QuotaCounter[]; reservationId: string; tokens: number } }
   | { kind: "quota-register"; payload: { limiter: string; subject: string; nextResetAt: number } }
   | { kind: "transcript"; payload: TranscriptInput }
-  | { kind: "stream-unregister"; payload: { requestId: string } };
+  | { kind: "stream-unregister"; payload: { requestId: string } }
+  /** The conversation was deleted: its record goes too, retried until the record store takes it. */
+  | { kind: "record-delete"; payload: { conversationId: string } };
 
 /** The outbox entry that brings the conversation's record in the record store up to date. */
 const recordSnapshot = (conversationId: string): Entry => ({ kind: "record", payload: { conversationId }, key: "record" });
@@ -234,11 +236,16 @@ export class ConversationDO extends ConversationDurableObject {
     return "ok";
   }
 
-  /** Deletes the conversation (after which the caller removes its record). */
-  async destroy(userId: string, mayDeleteOthers: boolean): Promise<ConversationAccess> {
+  /**
+   * Deletes the conversation, and its record through the outbox: removed before this returns when
+   * the record store answers, else retried until it does (a record store that is down never leaves
+   * a deleted conversation listed for good).
+   */
+  async destroy(conversationId: string, userId: string, mayDeleteOthers: boolean): Promise<ConversationAccess> {
     const access = this.access(userId, mayDeleteOthers);
     if (access !== "ok") return access;
     await this.erase();
+    await this.enqueueNow([{ kind: "record-delete", payload: { conversationId } }]);
     return "ok";
   }
 
@@ -640,6 +647,9 @@ export class ConversationDO extends ConversationDurableObject {
             break;
           case "stream-unregister":
             await store.streamRequests.remove(entry.payload.requestId);
+            break;
+          case "record-delete":
+            await store.conversations.delete(entry.payload.conversationId);
             break;
         }
       }
