@@ -8,6 +8,9 @@ import type { Row, SqlRunner } from "./sql-runner.ts";
 import type { PostgresSettings } from "./store.ts";
 import { log } from "../log.ts";
 
+/** The longest a record-store statement, or opening its connection, may take. */
+const STATEMENT_TIMEOUT_MS = 10_000;
+
 /** `settings` as the configuration schema validated them (a plain namespace, a ws:// or wss:// relay). */
 export function postgresRunner(settings: PostgresSettings): SqlRunner {
   const pool = new Pool({
@@ -18,7 +21,10 @@ export function postgresRunner(settings: PostgresSettings): SqlRunner {
     password: settings.password,
     // The namespace is the connection's search_path, so the SQL (and the migrations) never name a
     // schema. UTC makes the text form of timestamptz end in "+00", which rows.ts turns into "Z".
-    options: `-c search_path="${settings.namespace}" -c TimeZone=UTC`,
+    // A statement that waits on a lock, or a server that stalls, fails the request after
+    // STATEMENT_TIMEOUT_MS rather than holding it: a list view answers 500, never hangs.
+    options: `-c search_path="${settings.namespace}" -c TimeZone=UTC -c statement_timeout=${STATEMENT_TIMEOUT_MS}`,
+    connectionTimeoutMillis: STATEMENT_TIMEOUT_MS,
   });
   // Transport options go on each client this pool creates rather than on the global neonConfig, so
   // two stores with different settings in one isolate cannot disturb each other.
