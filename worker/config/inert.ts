@@ -7,6 +7,9 @@ import { InferenceBackendSchema, isUnifiedRag, PostgresSchema, QuotaHandlersSche
 /** Whether `value` differs from what `field` of the schema gives when the setting is left out. */
 const changed = (value: unknown, field: z.ZodType) => JSON.stringify(value) !== JSON.stringify(field.parse(undefined));
 
+/** A Postgres store reached without a ws_proxy (Neon's own endpoint). */
+const unrelayed = (config: Config) => config.database.postgres !== undefined && config.database.postgres.ws_proxy === undefined;
+
 /** Every knowledge store, in either form of the rag sections. */
 const stores = (config: Config) => (config.rag !== undefined && isUnifiedRag(config.rag) ? config.rag.byok.stores : config.byok_rag);
 
@@ -46,8 +49,8 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   // The Postgres store goes through its ws_proxy, which owns the connection to the server; without
   // one, the driver reaches wss://<host>/v2 (Neon's endpoint), always over TLS and on its own port.
   ["database.postgres.gss_encmode", (config) => config.database.postgres !== undefined && changed(config.database.postgres.gss_encmode, PostgresSchema.shape.gss_encmode)],
-  ["database.postgres.port", (config) => config.database.postgres?.ws_proxy === undefined && config.database.postgres !== undefined && changed(config.database.postgres.port, PostgresSchema.shape.port)],
-  ["database.postgres.ssl_mode", (config) => config.database.postgres?.ws_proxy === undefined && config.database.postgres !== undefined && changed(config.database.postgres.ssl_mode, PostgresSchema.shape.ssl_mode)],
+  ["database.postgres.port", (config) => unrelayed(config) && changed(config.database.postgres?.port, PostgresSchema.shape.port)],
+  ["database.postgres.ssl_mode", (config) => unrelayed(config) && changed(config.database.postgres?.ssl_mode, PostgresSchema.shape.ssl_mode)],
   ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.

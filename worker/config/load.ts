@@ -132,13 +132,13 @@ function withSpecNames(document: unknown): unknown {
   return sections;
 }
 
-/** Renames the keys of `record` in place, where the new name is not taken. */
 /** SPEC's name of the setting `key` names under `section` when it is one of the original's former names. */
 function currentName(section: PropertyKey[], key: string): string | undefined {
   if (section.length === 0) return FORMER_NAMES[key];
   return FORMER_KEYS.find((former) => former.former === key && former.section.length === section.length && former.section.every((part, index) => part === section[index]))?.name;
 }
 
+/** Renames the keys of `record` in place, where the new name is not taken. */
 function renamed(record: Record<string, unknown>, names: Record<string, string>): void {
   for (const [former, name] of Object.entries(names)) {
     if (former in record && !(name in record)) {

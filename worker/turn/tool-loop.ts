@@ -227,16 +227,14 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
       // A call of no tool is answered so, for the model to do without it (nothing is shown of it).
       const mcpCalls = ours.filter((functionCall) => toolbox.offered.has(String(functionCall.name)));
       for (const functionCall of ours.filter((candidate) => !mcpCalls.includes(candidate))) {
-        const callId = String(functionCall.call_id ?? functionCall.id);
-        const args = typeof functionCall.arguments === "string" ? functionCall.arguments : JSON.stringify(functionCall.arguments ?? {});
+        const { callId, args } = callOf(functionCall);
         input.push({ type: "function_call", call_id: callId, name: String(functionCall.name), arguments: args }, callOutput(callId, `There is no tool named '${String(functionCall.name)}': use one of the tools offered.`));
       }
       const lastCall = iteration >= mcp.maxInferIters;
       let gated = false;
       const planned = mcpCalls.map((functionCall) => {
         const offered = toolbox.offered.get(String(functionCall.name))!;
-        const args = typeof functionCall.arguments === "string" ? functionCall.arguments : JSON.stringify(functionCall.arguments ?? {});
-        const callId = String(functionCall.call_id ?? functionCall.id);
+        const { callId, args } = callOf(functionCall);
         if (lastCall) return { functionCall, offered, args, callId, skip: `not run: the turn reached its limit of ${mcp.maxInferIters} model calls (max_infer_iters)` };
         if (approvalRequired(offered.server, offered.tool.name)) return { functionCall, offered, args, callId, gate: true };
         if (calls >= mcp.maxToolCalls) return { functionCall, offered, args, callId, skip: `not run: the turn reached its limit of ${mcp.maxToolCalls} tool calls (max_tool_calls)` };
@@ -282,6 +280,12 @@ export async function answerWithTools(call: ModelCall, loop: ToolLoop): Promise<
       stream = await call({ resumed, extra: input }, { offerTools: calls < mcp.maxToolCalls, toolChoice: backendToolChoice(loop.toolChoice, toolbox, false) });
     }
   }
+}
+
+/** A model's function call's id and arguments (as JSON text, whatever form the backend sent them in). */
+function callOf(functionCall: Item): { callId: string; args: string } {
+  const args = typeof functionCall.arguments === "string" ? functionCall.arguments : JSON.stringify(functionCall.arguments ?? {});
+  return { callId: String(functionCall.call_id ?? functionCall.id), args };
 }
 
 function deniedCallOf(request: ApprovalRequest): DeniedCall {
