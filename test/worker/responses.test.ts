@@ -121,6 +121,18 @@ describe("POST /v1/responses rules", () => {
     expect(res.body.detail!.cause).toContain("previous_response_id");
   });
 
+  it("rejects a conversation id in no form a conversation id has (422, as the original), and looks up the forms it accepts", async () => {
+    const res = await post({ input: "x", conversation: "short-id" });
+    expect(res.status).toBe(422);
+    expect(res.body.detail).toEqual({ response: "Invalid attribute value", cause: expect.stringContaining("Improper conversation ID 'short-id'") });
+    // A well-formed id of no conversation is not found; a UUID is a form the original accepts (and never finds).
+    for (const id of [`conv_${"b".repeat(48)}`, "123e4567-e89b-12d3-a456-426614174000"]) {
+      const missing = await post({ input: "x", conversation: id });
+      expect(missing.status, id).toBe(404);
+      expect(missing.body.detail!.response).toBe("Conversation not found");
+    }
+  });
+
   it.each([
     [{ input: "x", include: ["nope"] }],
     [{ input: "x", temperature: -0.1 }],

@@ -1,32 +1,17 @@
 // User feedback on an answer (SPEC "Feedback record", UPSTREAM "POST /v1/feedback"): the request
 // as the original system validates it, and the record stored as <feedback_storage>/<uuid>.json.
 import * as z from "zod";
-import { isUuid, normalizeAnyForm } from "../turn/conversation-id.ts";
+import { properConversationId } from "../turn/conversation-id.ts";
 import { writeDataObject, type DataDeps } from "./data-object-writer.ts";
 import { feedbackKey } from "./object-keys.ts";
 
 export const FEEDBACK_CATEGORIES = ["incorrect", "not_relevant", "incomplete", "outdated_information", "unsafe", "other"] as const;
 export const MAX_USER_FEEDBACK = 4096;
 
-/**
- * Besides a UUID, the original system's check accepts (UPSTREAM "POST /v1/feedback") 48 hex
- * characters of either case (it parses them as a number), after a lower-case `conv_` prefix or none.
- */
-const HEX_OF_EITHER_CASE = /^(?:conv_)?[0-9a-fA-F]{48}$/;
-
-/**
- * The conversation id as SPEC stores it: 48 hex, a `conv_` prefix removed. Another form the
- * original accepts is kept as given, as the original looks it up; Parley never makes one (its ids
- * are lower-case hex), so it is never found.
- */
-function conversationIdForm(id: string): string | null {
-  return normalizeAnyForm(id) ?? (isUuid(id) || HEX_OF_EITHER_CASE.test(id) ? id : null);
-}
-
 export const FeedbackRequestSchema = z
   .strictObject({
     conversation_id: z.string().transform((id, ctx) => {
-      const normalized = conversationIdForm(id);
+      const normalized = properConversationId(id);
       if (normalized === null) {
         ctx.addIssue({ code: "custom", message: `Improper conversation ID ${id}` });
         return z.NEVER;

@@ -97,3 +97,19 @@ export function normalizeAnyForm(id: string): string | null {
   const bare = id.startsWith(BACKEND_PREFIX) ? id.slice(BACKEND_PREFIX.length) : id;
   return isNormalizedId(bare) ? bare : null;
 }
+
+/**
+ * Besides a UUID, the original system's check accepts (UPSTREAM "POST /v1/feedback") 48 hex
+ * characters of either case (it parses them as a number), after a lower-case `conv_` prefix or none.
+ */
+const HEX_OF_EITHER_CASE = /^(?:conv_)?[0-9a-fA-F]{48}$/;
+
+/**
+ * A conversation id in a form the original system accepts where it checks the form (feedback, the
+ * responses endpoint's `conversation`): as SPEC stores it (48 hex, a `conv_` prefix removed), or
+ * another accepted form kept as given, as the original looks it up (Parley never makes one: its
+ * ids are lower-case hex, so it is never found). Null for any other form: "Improper conversation ID".
+ */
+export function properConversationId(id: string): string | null {
+  return normalizeAnyForm(id) ?? (isUuid(id) || HEX_OF_EITHER_CASE.test(id) ? id : null);
+}

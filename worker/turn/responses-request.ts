@@ -4,6 +4,7 @@
 // the backend understands and we pass through.
 import * as z from "zod";
 import { approvalListsConflict } from "../config/schema.ts";
+import { properConversationId } from "./conversation-id.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks
@@ -413,6 +414,10 @@ export const ResponsesRequestSchema = z
     solr: optional(z.record(z.string(), z.unknown())),
   })
   .superRefine((body, ctx) => {
+    // As the original checks it (UPSTREAM's suid check): a form no conversation id has is the client's mistake, not a 404.
+    if (body.conversation && properConversationId(body.conversation) === null) {
+      ctx.addIssue({ code: "custom", path: ["conversation"], message: `Improper conversation ID '${body.conversation}'` });
+    }
     if (body.conversation && body.previous_response_id) {
       ctx.addIssue({
         code: "custom",
