@@ -42,6 +42,9 @@ export const errors = {
   /** UPSTREAM's words for a record store that failed; `store` names which one the configuration chose. */
   databaseFailed: (store: string) => new ApiError(500, "Database query failed", `Failed to query the database (${store})`),
 
+  /** SPEC "Errors": the /v2 conversation views are the original's cache-backed ones, and no conversation_cache type is configured. */
+  cacheNotConfigured: () => new ApiError(500, "Conversation cache not configured", "Conversation cache is not configured or unavailable."),
+
   /** The noop modules' `?user_id=` given empty. */
   emptyUserId: () => new ApiError(400, "user_id cannot be empty", "The user_id query parameter is empty: give a user id, or leave the parameter out for the default user."),
   invalidFormat: (cause: string) => new ApiError(422, "Invalid request format", cause),

@@ -854,6 +854,14 @@ describe("inertSettings", () => {
     expect(inertSettings(loaded(`${MINIMAL}quota_handlers: {sqlite: {db_path: /var/lib/parley/quota.db}}\n`).config)).toEqual(["quota_handlers.sqlite"]);
   });
 
+  it("names a conversation cache's backend settings, not the type that enables the /v2 views", () => {
+    const cache = (section: string) => inertSettings(loaded(`${MINIMAL}conversation_cache: ${section}\n`).config);
+    expect(cache("{type: memory, memory: {}}")).toEqual([]);
+    expect(cache("{type: noop}")).toEqual([]);
+    expect(cache("{type: memory, memory: {max_entries: 50}}")).toEqual(["conversation_cache.memory.max_entries"]);
+    expect(cache("{type: sqlite, sqlite: {db_path: /tmp/cache.db}}")).toEqual(["conversation_cache.sqlite"]);
+  });
+
   it("names a Postgres port and ssl_mode that the store's connection ignores (no ws_proxy), and not otherwise", () => {
     const postgres = (extra: string) => loaded(`${MINIMAL}database:\n  postgres: {host: db.example.com, db: app, user: app, port: 6543, ssl_mode: disable${extra}}\n`).config;
     expect(inertSettings(postgres(""))).toEqual(["database.postgres.port", "database.postgres.ssl_mode"]);

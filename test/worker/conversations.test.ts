@@ -139,6 +139,23 @@ describe("conversation views", () => {
     });
   });
 
+  it("answers the /v2 views, the original's cache-backed ones, with SPEC's 500 when no conversation_cache type is configured", async () => {
+    const id = await newConversation("uncached");
+    const config = JSON.stringify({ name: "no cache", inference_backend: { url: inject("backendUrl") }, authentication: { module: "noop" }, conversation_cache: {} });
+    const cacheError = { detail: { response: "Conversation cache not configured", cause: "Conversation cache is not configured or unavailable." } };
+    for (const [method, path, json] of [
+      ["GET", "/v2/conversations", undefined],
+      ["GET", `/v2/conversations/${id}`, undefined],
+      ["PUT", `/v2/conversations/${id}`, { topic_summary: "kept" }],
+      ["DELETE", `/v2/conversations/${id}`, undefined],
+    ] as const) {
+      expect(await callJson(path, { method, json, user: "uncached", config }), `${method} ${path}`).toEqual({ status: 500, body: cacheError });
+    }
+    // The other versions answer, and nothing was changed or deleted.
+    expect((await callJson(`/v1/conversations/${id}`, { user: "uncached", config })).status).toBe(200);
+    expect((await callJson<{ conversations: unknown[] }>("/v3/conversations", { user: "uncached", config })).body.conversations).toHaveLength(1);
+  });
+
   it("shows a conversation only to its owner", async () => {
     const id = await newConversation("dave");
     for (const [method, path] of [["GET", `/v1/conversations/${id}`], ["GET", `/v2/conversations/${id}`], ["GET", `/v3/conversations/${id}`], ["DELETE", `/v1/conversations/${id}`]] as const) {

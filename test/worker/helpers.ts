@@ -14,7 +14,9 @@ type Json = Record<string, unknown>;
  * (serving moderations, vector stores and files itself, as the scripted backend does).
  */
 export function testConfig(overrides: Json = {}): string {
-  const config = merge({ name: "Parley test", inference_backend: { url: inject("backendUrl") }, authentication: { module: "noop" } }, overrides);
+  // A conversation_cache type, as the bundled configuration has: the /v2 conversation views answer.
+  const base = { name: "Parley test", inference_backend: { url: inject("backendUrl") }, authentication: { module: "noop" }, conversation_cache: { type: "memory", memory: {} } };
+  const config = merge(base, overrides);
   return JSON.stringify(inject("wireMode") === "chat" ? speakingChat(config) : config);
 }
 

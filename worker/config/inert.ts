@@ -2,7 +2,7 @@
 // written for the original system is told, once per isolate that loads it, which of its settings do
 // nothing here, rather than finding out by surprise. Entries leave this list as features land.
 import type * as z from "zod";
-import { InferenceBackendSchema, isUnifiedRag, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
+import { InferenceBackendSchema, isUnifiedRag, MemoryCacheSchema, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
 
 /** Whether `value` differs from what `field` of the schema gives when the setting is left out. */
 const changed = (value: unknown, field: z.ZodType) => JSON.stringify(value) !== JSON.stringify(field.parse(undefined));
@@ -17,7 +17,11 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   // Workers' fetch always verifies TLS against the public roots.
   ["splunk.verify_ssl", (config) => config.splunk.enabled && !config.splunk.verify_ssl],
   ["inference_backend.use_as_library_client", (config) => config.inference_backend.use_as_library_client],
-  ["conversation_cache", (config) => config.conversation_cache !== undefined],
+  // A conversation_cache type enables the /v2 conversation views, which read the conversations
+  // themselves (their Durable Objects): whichever backend it names keeps nothing.
+  ["conversation_cache.memory.max_entries", (config) => config.conversation_cache?.memory !== undefined && changed(config.conversation_cache.memory.max_entries, MemoryCacheSchema.shape.max_entries)],
+  ["conversation_cache.sqlite", (config) => config.conversation_cache?.sqlite !== undefined],
+  ["conversation_cache.postgres", (config) => config.conversation_cache?.postgres !== undefined],
   ["a2a_state", (config) => config.a2a_state !== undefined],
   ["azure_entra_id", (config) => config.azure_entra_id !== undefined],
   ["skills.paths", (config) => config.skills.paths.length > 0],

@@ -146,11 +146,13 @@ export const A2AStateSchema = z
 
 const CACHE_TYPES = ["noop", "memory", "sqlite", "postgres"] as const;
 
+export const MemoryCacheSchema = z.strictObject({ max_entries: int(1).default(1000) });
+
 export const ConversationCacheSchema = z
   .strictObject({
-    // As in the original, no type and no backend is a valid (empty) section.
+    // As in the original, no type and no backend is a valid (empty) section (the /v2 views then answer 500).
     type: z.enum(CACHE_TYPES).optional(),
-    memory: z.strictObject({ max_entries: int(1).default(1000) }).optional(),
+    memory: MemoryCacheSchema.optional(),
     sqlite: SqliteSchema.optional(),
     postgres: PostgresSchema.optional(),
   })

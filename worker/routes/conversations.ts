@@ -3,6 +3,7 @@
 // owner, its history, its deletion); lists come from the record store it feeds. Only the owner sees
 // or changes a conversation, unless an access rule grants the *_other_conversations actions.
 import { Hono, type Context } from "hono";
+import { createMiddleware } from "hono/factory";
 import * as z from "zod";
 import type { AppEnv } from "../app-env.ts";
 import { ACTIONS } from "../auth/actions.ts";
@@ -62,10 +63,23 @@ function accessError(c: Context<AppEnv>, access: "not_found" | "forbidden", id: 
   return access === "not_found" ? errors.notFound("Conversation", id) : errors.conversationForbidden(c.get("auth").userId, id, operation);
 }
 
+/**
+ * The v2 views are the original's cache-backed ones (SPEC "Versioning"): they answer only when the
+ * configuration names a conversation_cache type, else SPEC's 500. They read the conversations
+ * themselves, whatever the type (README "Configuration reference").
+ */
+const cacheConfigured = createMiddleware<AppEnv>(async (c, next) => {
+  if (c.get("rt").config.conversation_cache?.type === undefined) throw errors.cacheNotConfigured();
+  await next();
+});
+const anyConfiguration = createMiddleware<AppEnv>((_c, next) => next());
+
 export const UpdateSchema = z.strictObject({ topic_summary: z.string().min(1).max(1000) });
 
 for (const version of ["v1", "v2", "v3"]) {
-  conversations.get(`/${version}/conversations`, guard(ACTIONS.listConversations), async (c) => {
+  // Checked after the caller's permission, as the original does.
+  const backing = version === "v2" ? cacheConfigured : anyConfiguration;
+  conversations.get(`/${version}/conversations`, guard(ACTIONS.listConversations), backing, async (c) => {
     // The list comes from the record store, fed after each answer (README "Conversations": lag).
     const everyone = userMayActOnOthers(c, "list");
     const records = await c.get("store").conversations.list(everyone ? null : c.get("auth").userId);
@@ -79,7 +93,7 @@ for (const version of ["v1", "v2", "v3"]) {
     });
   });
 
-  conversations.get(`/${version}/conversations/:conversation_id`, guard(ACTIONS.getConversation), async (c) => {
+  conversations.get(`/${version}/conversations/:conversation_id`, guard(ACTIONS.getConversation), backing, async (c) => {
     const id = pathId(c);
     if (id === null) throw errors.notFound("Conversation", c.req.param("conversation_id"));
     // The conversation's own Durable Object answers, so a turn just answered is already there.
@@ -92,7 +106,7 @@ for (const version of ["v1", "v2", "v3"]) {
 
   if (version === "v3") continue;
 
-  conversations.delete(`/${version}/conversations/:conversation_id`, guard(ACTIONS.deleteConversation), async (c) => {
+  conversations.delete(`/${version}/conversations/:conversation_id`, guard(ACTIONS.deleteConversation), backing, async (c) => {
     const id = pathId(c);
     let deleted = false;
     if (id !== null) {
@@ -109,7 +123,7 @@ for (const version of ["v1", "v2", "v3"]) {
     });
   });
 
-  conversations.put(`/${version}/conversations/:conversation_id`, guard(ACTIONS.updateConversation), async (c) => {
+  conversations.put(`/${version}/conversations/:conversation_id`, guard(ACTIONS.updateConversation), backing, async (c) => {
     const id = pathId(c);
     const { topic_summary } = await readJson(c, UpdateSchema);
     if (id === null) throw errors.notFound("Conversation", c.req.param("conversation_id"));
