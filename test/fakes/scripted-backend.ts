@@ -30,6 +30,7 @@
  *       markers removed. Such requests ignore every marker (no errors, no tools, no delays), so a
  *       question's markers act on the main call only.
  *     Q contains #echo-request -> JSON.stringify(request body as received).
+ *     Q contains #reply=WORD -> WORD alone (a classifier's one-word verdict).
  *     otherwise -> "[user_turns=N] You said: Q" (Q verbatim, markers included).
  *   Markers in Q (a marker ends at a character other than a letter, digit, "_" or "-"):
  *     #context-too-long  -> 400 invalid_request_error, param "input", code context_length_exceeded,
@@ -374,10 +375,11 @@ function readAttributes(value: unknown, param: string): Attributes {
 // Markers
 
 const MARKER_PATTERN =
-  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|end-early|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|hold-summary=[\w-]+|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream)(?![\w-])/g;
+  /#(?:echo-request|slow(?:=\d+)?|stall(?:=\d+)?|fail-midstream|context-too-long|rate-limit|bad-key|drop|end-early|call-tool:[\w.-]+(?::\{\S*?\})?|keep-calling|mcp-call:[\w.-]+:[\w.-]+|file-search|unsafe|no-verdict|empty-summary|hold-summary=[\w-]+|status=\d{3}|late(?:=\d+)?|stall-headers(?:=\d+)?|garbled|misshapen|ignore-stream|reply=[\w-]+)(?![\w-])/g;
 
 interface Markers {
   echoRequest: boolean;
+  reply: string | null;
   slowMs: number;
   stallMs: number;
   badKey: boolean;
@@ -411,6 +413,7 @@ function readMarkers(text: string): Markers {
   const headersStall = /#stall-headers(?:=(\d+))?(?![\w-])/.exec(text);
   return {
     echoRequest: has(text, "echo-request"),
+    reply: /#reply=([\w-]+)(?![\w-])/.exec(text)?.[1] ?? null,
     slowMs: slow ? (slow[1] === undefined ? DEFAULT_SLOW_MS : Number(slow[1])) : 0,
     stallMs: stall ? (stall[1] === undefined ? DEFAULT_STALL_MS : Number(stall[1])) : 0,
     badKey: has(text, "bad-key"),
@@ -1020,7 +1023,7 @@ export function planResponse(
   }
 
   const toolOutputs = turn.toolOutputs.length > 0 ? ` [tool outputs: ${turn.toolOutputs.join(" | ")}]` : "";
-  const answer = markers.echoRequest ? JSON.stringify(body) : `[user_turns=${turn.userTurns}] You said: ${turn.question}${toolOutputs}`;
+  const answer = markers.reply ?? (markers.echoRequest ? JSON.stringify(body) : `[user_turns=${turn.userTurns}] You said: ${turn.question}${toolOutputs}`);
   plan.deltas = splitDeltas(answer);
   plan.failMidstream = markers.failMidstream;
   plan.tokenDelayMs += markers.slowMs;

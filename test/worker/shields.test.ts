@@ -192,3 +192,68 @@ describe("shields and providers views", () => {
     });
   });
 });
+
+describe("the original's own shield kinds (question_validity, redaction)", () => {
+  // As the original's e2e configuration writes them (tests/e2e/configuration/.../lightspeed-stack-shields.yaml).
+  const topicGuard = (prompt: string) => ({
+    name: "topic-guard",
+    provider_id: "question_validity",
+    config: { model_id: "scripted/parley-small", model_prompt: prompt, invalid_question_response: "I can only answer questions about OpenShift." },
+  });
+  const piiRedaction = { name: "pii-redaction", provider_id: "redaction", config: { rules: [{ pattern: "\\d+", replacement: "[NUM]" }], case_sensitive: false } };
+  const allowing = testConfig({ shields: [topicGuard("Classify: ${message} #reply=${allowed}"), piiRedaction] });
+  const rejecting = testConfig({ shields: [topicGuard("Classify: ${message} #reply=${rejected}")] });
+
+  it("load as the original writes them and are listed in its shape", async () => {
+    const { status, body } = await callJson<{ shields: unknown[] }>("/v1/shields", { config: allowing });
+    expect(status).toBe(200);
+    expect(body.shields).toEqual([
+      { name: "topic-guard", provider_id: "question_validity", type: "shield", config: topicGuard("Classify: ${message} #reply=${allowed}").config },
+      { name: "pii-redaction", provider_id: "redaction", type: "shield", config: { rules: [{ pattern: "\\d+", replacement: "[NUM]", case_sensitive: null }], case_sensitive: false } },
+    ]);
+  });
+
+  it("redaction rewrites the user's text before the model, the other shields and the history see it", async () => {
+    const marker = crypto.randomUUID().replaceAll(/\d/g, "x");
+    const res = await callJson<Query>("/v1/query", { json: { query: `call me at 555 1234 ${marker}` }, user: "rita", config: allowing });
+    expect(res.status).toBe(200);
+    expect(res.body.response).toBe(`[user_turns=1] You said: call me at [NUM] [NUM] ${marker}`);
+    const sent = JSON.stringify(await backendCalls(marker));
+    expect(sent).not.toContain("555");
+    const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${res.body.conversation_id}`, { user: "rita" });
+    expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(`call me at [NUM] [NUM] ${marker}`);
+  });
+
+  it("question_validity lets through what its model calls ALLOWED, with its prompt filled in", async () => {
+    const marker = crypto.randomUUID();
+    const res = await callJson<Query>("/v1/query", { json: { query: `how do I scale? ${marker}`, shield_ids: ["topic-guard"] }, user: "rita", config: allowing });
+    expect(res.body.response).toBe(`[user_turns=1] You said: how do I scale? ${marker}`);
+    const prompts = (await backendCalls(marker)).map((call) => JSON.stringify(call));
+    expect(prompts.some((text) => text.includes(`Classify: how do I scale? ${marker} #reply=ALLOWED`))).toBe(true);
+  });
+
+  it("question_validity answers anything else with its reply, without the model, on every endpoint", async () => {
+    const marker = crypto.randomUUID();
+    const query = await callJson<Query>("/v1/query", { json: { query: `why is the sky blue? ${marker}` }, user: "rita", config: rejecting });
+    expect(query.body).toMatchObject({ response: "I can only answer questions about OpenShift.", input_tokens: 0, output_tokens: 0 });
+    // Only the classifier was asked: one model call.
+    expect(await backendCalls(marker)).toHaveLength(1);
+    const response = await callJson<{ status: string; output_text?: string; output: unknown[] }>("/v1/responses", { json: { input: "off topic" }, user: "rita", config: rejecting });
+    expect(response.body.status).toBe("blocked");
+    expect(JSON.stringify(response.body.output)).toContain("I can only answer questions about OpenShift.");
+  });
+
+  it("question_validity whose model is not there fails the turn rather than let the question through", async () => {
+    const missing = testConfig({ shields: [{ name: "topic-guard", provider_id: "question_validity", config: { model_id: "scripted/no-such-model" } }] });
+    const res = await callJson<Query>("/v1/query", { json: { query: "anything" }, user: "rita", config: missing });
+    expect(res.status).toBe(500);
+    expect(JSON.stringify(res.body)).toContain("scripted/no-such-model");
+  });
+
+  it("refuse a rule that is no regular expression, and a moderation shield named like them, when the configuration loads", async () => {
+    const bad = testConfig({ shields: [{ name: "r", provider_id: "redaction", config: { rules: [{ pattern: "(unclosed", replacement: "x" }] } }] });
+    const res = await callJson<{ detail: { cause: string } }>("/v1/shields", { config: bad });
+    expect(res.status).toBe(500);
+    expect(res.body.detail.cause).toContain("shields.0.config.rules.0.pattern");
+  });
+});

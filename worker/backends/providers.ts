@@ -10,6 +10,7 @@
 import OpenAI from "openai";
 import {
   DEFAULT_BACKEND_ID,
+  isModeration,
   PROVIDER_APIS,
   PROVIDER_EXTRA_KEYS,
   type Config,
@@ -180,7 +181,7 @@ function unservedNeeds(config: Config, apis: Record<ProviderApi, Backend | null>
   const problems: ConfigProblem[] = [];
   const why = `inference_backend speaks Chat Completions (provider "${fallback.id}")`;
   const ownProvider = (shield: { provider_id?: string }) => shield.provider_id !== undefined && config.inference.providers.some((p) => p.type === shield.provider_id && p.extra?.url !== undefined);
-  if (apis.moderations === null && config.shields.some((shield) => !ownProvider(shield))) {
+  if (apis.moderations === null && config.shields.some((shield) => isModeration(shield) && !ownProvider(shield))) {
     problems.push({
       path: "shields",
       message: `shields run through a moderation endpoint and no backend serves one: ${why}; list "moderations" under extra.serves of a provider that has one, or name such a provider in the shield's provider_id`,

@@ -56,6 +56,8 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["database.postgres.port", (config) => unrelayed(config) && changed(config.database.postgres?.port, PostgresSchema.shape.port)],
   ["database.postgres.ssl_mode", (config) => unrelayed(config) && changed(config.database.postgres?.ssl_mode, PostgresSchema.shape.ssl_mode)],
   ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
+  // The original validates a Granite Guardian shield's settings and does not run it either.
+  ["shields of provider_id granite_guardian (validated, not run)", (config) => config.shields.some((shield) => shield.provider_id === "granite_guardian" && "config" in shield)],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.
   ["knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password", (config) => stores(config).length > 0],

@@ -615,16 +615,65 @@ export const CompactionSchema = z.strictObject({
   buffer_max_ratio: ratio().default(0.3),
 });
 
-export const ShieldSchema = z.strictObject({
+/**
+ * The original system's own shields (its newer configurations; not moderation resources): a
+ * question classifier and regex redaction, run by Parley (worker/turn/shields.ts), and Granite
+ * Guardian, validated only (the original does not run it either).
+ */
+export const LCORE_SHIELD_KINDS = ["question_validity", "redaction", "granite_guardian"] as const;
+
+/** A JavaScript regular expression (the original's are Python's: the common syntax is the same). */
+const pattern = () =>
+  z.string().superRefine((source, ctx) => {
+    try {
+      new RegExp(source);
+    } catch (error) {
+      ctx.addIssue({ code: "custom", message: `not a valid regular expression: ${error instanceof Error ? error.message : String(error)}` });
+    }
+  });
+
+export const QuestionValidityShieldSchema = z.strictObject({
+  name: nonEmpty(),
+  provider_id: z.literal("question_validity"),
+  config: z.strictObject({
+    model_id: nonEmpty(),
+    model_prompt: nonEmpty().optional(),
+    invalid_question_response: nonEmpty().optional(),
+  }),
+});
+
+export const RedactionShieldSchema = z.strictObject({
+  name: nonEmpty(),
+  provider_id: z.literal("redaction"),
+  config: z
+    .strictObject({
+      rules: z.array(z.strictObject({ pattern: pattern(), replacement: z.string(), case_sensitive: flag().nullable().default(null) })).default([]),
+      case_sensitive: flag().default(false),
+    })
+    .prefault({}),
+});
+
+const GraniteGuardianShieldSchema = z.strictObject({
+  name: nonEmpty(),
+  provider_id: z.literal("granite_guardian"),
+  config: z.looseObject({ url: nonEmpty(), api_key: secret().optional(), risks: z.array(z.looseObject({ name: nonEmpty() })).min(1) }),
+});
+
+/** Parley's moderation shield: a check through a backend's moderation endpoint. */
+export const ModerationShieldSchema = z.strictObject({
   name: nonEmpty(),
   model: nonEmpty().optional(),
-  provider_id: nonEmpty().optional(),
+  provider_id: nonEmpty()
+    .refine((id) => !(LCORE_SHIELD_KINDS as readonly string[]).includes(id), { message: "names one of the original's shield types, which take a config" })
+    .optional(),
   input: flag().default(true),
   output: flag().default(false),
   message: nonEmpty().optional(),
 });
 
-/** Extension: shields run through the backend's moderation endpoint, in list order. */
+export const ShieldSchema = z.union([QuestionValidityShieldSchema, RedactionShieldSchema, GraniteGuardianShieldSchema, ModerationShieldSchema]);
+
+/** Shields run in list order: moderation checks through the backend, and the original's own kinds. */
 export const ShieldsSchema = z
   .array(ShieldSchema)
   .default([])
@@ -986,3 +1035,15 @@ export type SplunkConfig = z.output<typeof SplunkSchema>;
 export type AzureEntraIdConfig = z.output<typeof AzureEntraIdSchema>;
 export type SkillsConfig = z.output<typeof SkillsSchema>;
 export type ShieldConfig = z.output<typeof ShieldSchema>;
+export type ModerationShieldConfig = z.output<typeof ModerationShieldSchema>;
+export type QuestionValidityShieldConfig = z.output<typeof QuestionValidityShieldSchema>;
+export type RedactionShieldConfig = z.output<typeof RedactionShieldSchema>;
+
+/** Parley's moderation checks; the other kinds (the original's own, LCORE_SHIELD_KINDS) have a `config`. */
+export function isModeration(shield: ShieldConfig): shield is ModerationShieldConfig {
+  return !("config" in shield);
+}
+
+export function isRedaction(shield: ShieldConfig): shield is RedactionShieldConfig {
+  return shield.provider_id === "redaction" && "config" in shield;
+}

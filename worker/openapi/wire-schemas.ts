@@ -5,6 +5,7 @@
 // answers against these schemas, so a route that changes its shape fails there.
 import * as z from "zod";
 import { AgentCardConfigSchema } from "../config/agent-card.ts";
+import { LCORE_SHIELD_KINDS } from "../config/schema.ts";
 import type { ModelInfo, RagChunk, ReferencedDocument } from "../domain/conversation.ts";
 import { ReadinessSchema } from "../metrics/readiness.ts";
 import type { AvailableQuotas } from "../quota/quotas.ts";
@@ -344,7 +345,10 @@ export const VectorStoreFileDeleteResponseSchema = z.object({ deleted: z.boolean
 
 export const ShieldsResponseSchema = z.object({
   shields: z.array(
-    z.object({ identifier: z.string(), params: z.record(z.string(), z.unknown()), provider_id: z.string(), provider_resource_id: z.string(), type: z.literal("shield") }),
+    z.union([
+      z.object({ identifier: z.string(), params: z.record(z.string(), z.unknown()), provider_id: z.string(), provider_resource_id: z.string(), type: z.literal("shield") }).describe("A moderation shield"),
+      z.object({ name: z.string(), provider_id: z.enum(LCORE_SHIELD_KINDS), type: z.literal("shield"), config: z.record(z.string(), z.unknown()) }).describe("One of the original system's own shield kinds"),
+    ]),
   ),
 });
 

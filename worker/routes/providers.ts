@@ -10,6 +10,7 @@ import { guard } from "../middleware.ts";
 import type { Runtime } from "../runtime.ts";
 import { probeProviders } from "../backends/provider-models.ts";
 import { listModels } from "../turn/models.ts";
+import { isModeration, type ShieldConfig } from "../config/schema.ts";
 
 export const providers = new Hono<AppEnv>();
 
@@ -18,13 +19,20 @@ const BACKEND_SAFETY_PROVIDER = "backend-moderation";
 const BACKEND_PROVIDER = "inference_backend";
 
 providers.get("/v1/shields", guard(ACTIONS.shields), (c) => {
-  const shields = c.get("rt").config.shields.map((shield) => ({
-    identifier: shield.name,
-    params: { input: shield.input, output: shield.output, ...(shield.model ? { model: shield.model } : {}) },
-    provider_id: shield.provider_id ?? BACKEND_SAFETY_PROVIDER,
-    provider_resource_id: shield.model ?? shield.name,
-    type: "shield",
-  }));
+  // A moderation shield in REFERENCE's shape; the original's own kinds as its newer release lists them.
+  // Redacted as /v1/config shows it (a Granite Guardian api_key), with the same shape.
+  const { shields: configured } = redactConfig(c.get("rt").config, c.get("rt").secrets) as { shields: ShieldConfig[] };
+  const shields = configured.map((shield) =>
+    isModeration(shield)
+      ? {
+          identifier: shield.name,
+          params: { input: shield.input, output: shield.output, ...(shield.model ? { model: shield.model } : {}) },
+          provider_id: shield.provider_id ?? BACKEND_SAFETY_PROVIDER,
+          provider_resource_id: shield.model ?? shield.name,
+          type: "shield",
+        }
+      : { name: shield.name, provider_id: shield.provider_id, type: "shield", config: shield.config },
+  );
   return c.json({ shields });
 });
 
@@ -54,9 +62,11 @@ async function providerEntries(rt: Runtime): Promise<ProviderEntry[]> {
   for (const model of await listModels(rt).catch(() => [])) {
     add({ api: "inference", provider_id: model.provider_id, provider_type: `remote::${model.provider_id}`, config: {} });
   }
+  const safetyProvider = (shield: ShieldConfig) => (isModeration(shield) ? (shield.provider_id ?? BACKEND_SAFETY_PROVIDER) : shield.provider_id);
   for (const shield of config.shields) {
-    const id = shield.provider_id ?? BACKEND_SAFETY_PROVIDER;
-    add({ api: "safety", provider_id: id, provider_type: "remote::openai-moderation", config: { shields: config.shields.filter((s) => (s.provider_id ?? BACKEND_SAFETY_PROVIDER) === id).map((s) => s.name) } });
+    const id = safetyProvider(shield);
+    const type = isModeration(shield) ? "remote::openai-moderation" : `inline::${id}`;
+    add({ api: "safety", provider_id: id, provider_type: type, config: { shields: config.shields.filter((s) => safetyProvider(s) === id).map((s) => s.name) } });
   }
   return [...entries.values()];
 }

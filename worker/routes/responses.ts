@@ -12,7 +12,7 @@ import { log, scrub } from "../log.ts";
 import { guard } from "../middleware.ts";
 import type { AvailableQuotas } from "../quota/quotas.ts";
 import type { Store } from "../storage/store.ts";
-import { responseText } from "../turn/collect.ts";
+import { responseText } from "../turn/backend-call.ts";
 import { randomHex, toBackendId } from "../turn/conversation-id.ts";
 import { responsesConversation } from "../turn/conversations.ts";
 import { planTurn } from "../turn/plan.ts";

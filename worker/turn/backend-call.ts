@@ -4,7 +4,7 @@
 // retried (max_retries is the start-up probe's, SPEC "Limits"): a retry would stretch that bound and
 // could answer a question twice.
 import { APIError } from "openai";
-import type { ResponseCreateParamsBase, ResponseStreamEvent } from "openai/resources/responses/responses";
+import type { Response as BackendResponse, ResponseCreateParamsBase, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { callModel } from "../backends/model-call.ts";
 import type { CallRequestOptions } from "../backends/model-request.ts";
 import { routeMissing, routeModel } from "../backends/providers.ts";
@@ -92,4 +92,31 @@ export async function startModelCall(
 
 async function* mapEvents(events: AsyncIterable<ResponseStreamEvent>, map: (event: ResponseStreamEvent) => ResponseStreamEvent): AsyncIterable<ResponseStreamEvent> {
   for await (const event of events) yield map(event);
+}
+
+/** The answer text of a backend response: its output messages' text parts. */
+export function responseText(response: Pick<BackendResponse, "output">): string {
+  let text = "";
+  for (const item of response.output) {
+    if (item.type !== "message") continue;
+    for (const part of item.content) if (part.type === "output_text") text += part.text;
+  }
+  return text;
+}
+
+/**
+ * A short call of the gateway's own beside a turn (topic summary, compaction summary, a shield's
+ * classifier): not stored, not streamed, no history; the text of its answer, trimmed. Bounded by
+ * the backend's time-out like a turn's call; its failures are thrown.
+ */
+export async function askModel(
+  rt: Runtime,
+  model: ModelInfo,
+  params: { instructions?: string; input: string },
+  signal: AbortSignal = new AbortController().signal,
+): Promise<string> {
+  const events = await startModelCall(rt, model, { model: model.identifier, ...params, store: false }, false, { signal });
+  let text = "";
+  for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
+  return text;
 }

@@ -4,10 +4,11 @@
 // serves every kind of answer.
 import type { Response as BackendResponse, ResponseStreamEvent } from "openai/resources/responses/responses";
 import { usageWasEstimated } from "../backends/chat-events.ts";
-import type { ShieldConfig } from "../config/schema.ts";
+import type { ModerationShieldConfig } from "../config/schema.ts";
 import type { TokenUsage, TurnStatus } from "../domain/conversation.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
+import { responseText } from "./backend-call.ts";
 import { backendError } from "./backend-errors.ts";
 import { blockedEvents, moderate, type ShieldVerdict } from "./shields.ts";
 
@@ -98,7 +99,7 @@ export async function collect(
  */
 export async function collectShielded(
   rt: Runtime,
-  shields: ShieldConfig[],
+  shields: ModerationShieldConfig[],
   blocked: (refusal: string, usage: TokenUsage | null) => AsyncIterable<ResponseStreamEvent>,
   stream: AsyncIterable<ResponseStreamEvent>,
   signal: AbortSignal,
@@ -126,14 +127,4 @@ export async function collectShielded(
 /** A refusal as the stream of an answer (see shields.ts blockedEvents). */
 export async function* blockedStream(refusal: string, model: string, instructions: string, usage: TokenUsage | null): AsyncIterable<ResponseStreamEvent> {
   yield* blockedEvents(refusal, model, instructions, usage);
-}
-
-/** The answer text of a backend response: its output messages' text parts. */
-export function responseText(response: Pick<BackendResponse, "output">): string {
-  let text = "";
-  for (const item of response.output) {
-    if (item.type !== "message") continue;
-    for (const part of item.content) if (part.type === "output_text") text += part.text;
-  }
-  return text;
 }

@@ -10,9 +10,8 @@ import type { CompactionConfig } from "../config/schema.ts";
 import { turnHistory, utf8Bytes, type Item, type ModelInfo, type StoredTurn } from "../domain/conversation.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
-import { startModelCall } from "./backend-call.ts";
+import { askModel } from "./backend-call.ts";
 import { backendError } from "./backend-errors.ts";
-import { responseText } from "./collect.ts";
 
 /** A conversation's summary: what replaces its turns up to `throughTurn` in the model's input. */
 export interface ConversationSummary {
@@ -99,11 +98,9 @@ export async function compact(
 async function summarise(rt: Runtime, model: ModelInfo, previous: ConversationSummary | null, turns: StoredTurn[], signal: AbortSignal): Promise<ConversationSummary | ApiError> {
   const lines = turns.flatMap((turn) => [`user: ${turn.summary.user}`, ...(turn.summary.assistant ? [`assistant: ${turn.summary.assistant}`] : [])]);
   const input = `${previous ? `Summary of the conversation before:\n${previous.text}\n\n` : ""}Conversation:\n${lines.join("\n")}`;
-  let text = "";
+  let text: string;
   try {
-    // Bounded by the backend's time-out like the turn's own call.
-    const events = await startModelCall(rt, model, { model: model.identifier, instructions: SUMMARY_INSTRUCTIONS, input, store: false }, false, { signal });
-    for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
+    text = await askModel(rt, model, { instructions: SUMMARY_INSTRUCTIONS, input }, signal);
   } catch (error) {
     return backendError(error, model.identifier);
   }

@@ -11,7 +11,8 @@ import { errors } from "../errors.ts";
 import { parseSolr } from "../rag/solr.ts";
 import type { Runtime } from "../runtime.ts";
 import { newRequestId } from "./conversation-id.ts";
-import { selectShields } from "./shields.ts";
+import { isRedaction } from "../config/schema.ts";
+import { redact, redactedInput, selectShields } from "./shields.ts";
 import type { SystemPrompt } from "./system-prompt.ts";
 
 /** What an endpoint's request asks of a turn, in the endpoint-neutral terms planTurn takes. */
@@ -72,6 +73,8 @@ export function planTurn(context: PlanContext, intent: TurnIntent): TurnPlan {
   const { env, rt, auth } = context;
   if (overridesModel(intent.model) && !context.mayOverrideModel) throw errors.modelOverrideForbidden();
   const shields = selectShields(rt, intent.shieldIds);
+  // Redaction shields rewrite the user's text before anything reads it (model, other shields, history).
+  const redactions = shields.filter(isRedaction);
   // Checked here, so that a bad filter is the client's 422 before anything runs.
   if (intent.retrieval) parseSolr(intent.retrieval.solr);
   return {
@@ -82,15 +85,15 @@ export function planTurn(context: PlanContext, intent: TurnIntent): TurnPlan {
     create: intent.create,
     previousResponseId: intent.previousResponseId ?? null,
     requestId: newRequestId(intent.conversationId),
-    input: intent.input,
-    userText: intent.userText,
+    input: redactedInput(redactions, intent.input),
+    userText: redact(redactions, intent.userText),
     model: intent.model,
     instructions: intent.systemPrompt.text,
     params: intent.params,
     generateTopicSummary: intent.generateTopicSummary,
     shields: intent.shieldIds === null || intent.shieldIds === undefined ? null : shields.map((shield) => shield.name),
     retrieval: intent.retrieval
-      ? { question: intent.userText, solr: intent.retrieval.solr ?? null, vectorStoreIds: intent.retrieval.vectorStoreIds ?? null }
+      ? { question: redact(redactions, intent.userText), solr: intent.retrieval.solr ?? null, vectorStoreIds: intent.retrieval.vectorStoreIds ?? null }
       : null,
     countOnly: intent.countOnly ?? null,
     mcp:

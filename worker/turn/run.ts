@@ -21,7 +21,7 @@ import type { CallRequestOptions } from "../backends/model-request.ts";
 import { startModelCall } from "./backend-call.ts";
 import { blockedStream, collect, collectShielded, type Collected } from "./collect.ts";
 import { chooseModel } from "./models.ts";
-import { moderate, moderationText, type ShieldVerdict } from "./shields.ts";
+import { checksOf, moderate, moderationText, type ShieldVerdict } from "./shields.ts";
 import { summarizeTurn } from "./summaries.ts";
 import { answerWithTools, openToolbox, type ToolLoop } from "./tool-loop.ts";
 import { backendAllowedTools } from "./tools.ts";
@@ -63,7 +63,7 @@ export function checkContextWindow(rt: Runtime, model: ModelInfo, inputTokens: n
 
 export interface PreparedTurn {
   model: ChosenModel;
-  shields: { input: ShieldConfig[]; output: ShieldConfig[] };
+  shields: ReturnType<typeof checksOf>;
   /** The input shields' verdict: the turn is blocked and makes no model call. */
   verdict: ShieldVerdict | null;
   retrieval: Retrieval;
@@ -82,9 +82,7 @@ function planShields(rt: Runtime, plan: TurnPlan): ShieldConfig[] {
  * unchecked).
  */
 export async function prepareTurn(rt: Runtime, plan: TurnPlan, model: ChosenModel): Promise<PreparedTurn> {
-  const shields = planShields(rt, plan);
-  const input = shields.filter((shield) => shield.input);
-  const output = shields.filter((shield) => shield.output);
+  const { input, output } = checksOf(planShields(rt, plan));
   // A turn that only answers approval requests has no question to check or search for.
   const text = moderationText(plan.input);
   const verdict = input.length > 0 && text.trim() !== "" ? await moderate(rt, input, text) : null;

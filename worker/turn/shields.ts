@@ -1,10 +1,12 @@
 // Safety shields (REFERENCE "Shields"): configured moderation checks that run through the backend's
 // OpenAI-compatible moderation endpoint, in order. An input shield checks the user's input before
 // the model call; an output shield checks the whole answer before it is released. The first flag
-// blocks the turn and its refusal becomes the answer.
+// blocks the turn and its refusal becomes the answer. The original system's own kinds (its newer
+// configurations) run here too: `question_validity`, an input check by a model that must answer
+// ALLOWED, and `redaction`, regex rules applied to the user's text when the turn is planned.
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
-import type { ShieldConfig } from "../config/schema.ts";
+import { isModeration, type ModerationShieldConfig, type QuestionValidityShieldConfig, type RedactionShieldConfig, type ShieldConfig } from "../config/schema.ts";
 import { errors } from "../errors.ts";
 import { moderationFlagged } from "../backends/answer-shapes.ts";
 import { ChatEventTranslator } from "../backends/chat-events.ts";
@@ -12,6 +14,8 @@ import { apiBackend, unservedApiError } from "../backends/providers.ts";
 import type { Runtime } from "../runtime.ts";
 import type { Item, TokenUsage } from "../domain/conversation.ts";
 import { backendError } from "./backend-errors.ts";
+import { askModel } from "./backend-call.ts";
+import { findModel, listModels } from "./models.ts";
 
 /** The refusal when a shield's configuration gives no message of its own. */
 export const DEFAULT_REFUSAL = "I cannot help with that request: it was flagged by the content safety policy.";
@@ -35,20 +39,107 @@ export interface ShieldVerdict {
   refusal: string;
 }
 
+/** The shields that check the user's input before the model call, in order, and those that check the answer. */
+export function checksOf(shields: ShieldConfig[]): { input: Array<ModerationShieldConfig | QuestionValidityShieldConfig>; output: ModerationShieldConfig[] } {
+  return {
+    input: shields.filter((shield) => (isModeration(shield) ? shield.input : shield.provider_id === "question_validity")) as Array<ModerationShieldConfig | QuestionValidityShieldConfig>,
+    output: shields.filter((shield) => isModeration(shield) && shield.output) as ModerationShieldConfig[],
+  };
+}
+
 /** Runs `shields` over `text` in order; the first flagged one decides. Null when nothing flagged. */
-export async function moderate(rt: Runtime, shields: ShieldConfig[], text: string): Promise<ShieldVerdict | null> {
+export async function moderate(rt: Runtime, shields: Array<ModerationShieldConfig | QuestionValidityShieldConfig>, text: string): Promise<ShieldVerdict | null> {
   for (const shield of shields) {
-    let flagged: boolean;
-    const backend = apiBackend(rt.backends, "moderations", shield.provider_id);
-    try {
-      flagged = moderationFlagged(await backend.client.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) }));
-    } catch (error) {
-      // A shield that cannot run must not let the input through unchecked.
-      throw unservedApiError(error, "moderations", backend) ?? backendError(error);
-    }
-    if (flagged) return { shield: shield.name, refusal: shield.message ?? DEFAULT_REFUSAL };
+    const verdict = "config" in shield ? await classify(rt, shield, text) : await moderation(rt, shield, text);
+    if (verdict) return verdict;
   }
   return null;
+}
+
+async function moderation(rt: Runtime, shield: ModerationShieldConfig, text: string): Promise<ShieldVerdict | null> {
+  let flagged: boolean;
+  const backend = apiBackend(rt.backends, "moderations", shield.provider_id);
+  try {
+    flagged = moderationFlagged(await backend.client.moderations.create({ input: text, ...(shield.model ? { model: shield.model } : {}) }));
+  } catch (error) {
+    // A shield that cannot run must not let the input through unchecked.
+    throw unservedApiError(error, "moderations", backend) ?? backendError(error);
+  }
+  return flagged ? { shield: shield.name, refusal: shield.message ?? DEFAULT_REFUSAL } : null;
+}
+
+// The original's question_validity shield: its default prompt, reply and verdict words.
+const QUESTION_VALIDITY_PROMPT = `
+Instructions:
+- You are a question classifying tool
+- You are an expert in kubernetes and openshift
+- Your job is to determine where or a user's question is related to kubernetes and/or openshift technologies and to provide a one-word response.
+- If a question appears to be related to kubernetes or openshift technologies, answer with the word \${allowed}, otherwise answer with the word \${rejected}.
+- Do not explain your answer, just provide the one-word response. Do not give any other response.
+- If the given question is an empty string, answer with the word \${rejected}
+
+
+Example Question:
+Why is the sky blue?
+Example Response:
+\${rejected}
+
+Example Question:
+Can you help configure my cluster to automatically scale?
+Example Response:
+\${allowed}
+
+Question:
+\${message}
+Response:
+`;
+const INVALID_QUESTION_RESPONSE =
+  "Hi, I'm the OpenShift Lightspeed assistant, I can help you with questions about OpenShift, please ask me a question related to OpenShift.";
+const ALLOWED = "ALLOWED";
+const REJECTED = "REJECTED";
+
+/**
+ * Asks the shield's model whether the question is on topic: its prompt with `${message}`,
+ * `${allowed}` and `${rejected}` filled in (Python string.Template placeholders, `$$` a dollar),
+ * sent on its own (no history, not stored). Only the answer ALLOWED (spaces around it aside) lets
+ * the question through; a model that cannot be reached fails the turn.
+ */
+async function classify(rt: Runtime, shield: QuestionValidityShieldConfig, question: string): Promise<ShieldVerdict | null> {
+  const model = findModel(await listModels(rt), undefined, shield.config.model_id);
+  if (!model) throw errors.internal(`shield ${shield.name}: its model ${shield.config.model_id} is not among the backends' models`);
+  const values: Record<string, string> = { message: question, allowed: ALLOWED, rejected: REJECTED };
+  const prompt = (shield.config.model_prompt ?? QUESTION_VALIDITY_PROMPT).replace(/\$(?:\$|(\w+)|\{(\w+)\})/g, (whole, bare?: string, braced?: string) => {
+    const name = bare ?? braced;
+    return name === undefined ? "$" : (values[name] ?? whole);
+  });
+  const answer = await askModel(rt, model, { input: prompt });
+  return answer === ALLOWED ? null : { shield: shield.name, refusal: shield.config.invalid_question_response ?? INVALID_QUESTION_RESPONSE };
+}
+
+/**
+ * The user's text with the redaction shields' rules applied, in order (a rule's `case_sensitive`,
+ * else its shield's; the replacement is inserted as written).
+ */
+export function redact(shields: RedactionShieldConfig[], text: string): string {
+  let shown = text;
+  for (const { config } of shields) {
+    for (const rule of config.rules) {
+      const flags = (rule.case_sensitive ?? config.case_sensitive) ? "g" : "gi";
+      shown = shown.replace(new RegExp(rule.pattern, flags), () => rule.replacement);
+    }
+  }
+  return shown;
+}
+
+/** The turn's input with `redact` applied to the text of its user messages (question and text parts). */
+export function redactedInput(shields: RedactionShieldConfig[], input: Item[]): Item[] {
+  if (shields.length === 0) return input;
+  return input.map((item) => {
+    if (item.role !== "user") return item;
+    if (typeof item.content === "string") return { ...item, content: redact(shields, item.content) };
+    const parts = (item.content ?? []) as Item[];
+    return { ...item, content: parts.map((part) => (part.type === "input_text" ? { ...part, text: redact(shields, String(part.text)) } : part)) };
+  });
 }
 
 /**

@@ -1,7 +1,6 @@
 // A new conversation's topic summary: a short backend call of its own, run beside the turn.
 import type { Runtime } from "../runtime.ts";
-import { startModelCall } from "./backend-call.ts";
-import { responseText } from "./collect.ts";
+import { askModel } from "./backend-call.ts";
 import type { ModelInfo } from "./models.ts";
 import { log } from "../log.ts";
 
@@ -11,9 +10,7 @@ const TOPIC_SUMMARY_INSTRUCTIONS =
 export async function generateTopicSummary(rt: Runtime, model: ModelInfo, question: string): Promise<string | null> {
   try {
     // Bounded by the backend's time-out like the turn's own call; nothing else stops it.
-    const events = await startModelCall(rt, model, { model: model.identifier, instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question, store: false }, false, { signal: new AbortController().signal });
-    let text = "";
-    for await (const event of events) if (event.type === "response.completed") text = responseText(event.response).trim();
+    const text = await askModel(rt, model, { instructions: TOPIC_SUMMARY_INSTRUCTIONS, input: question });
     return text ? text.slice(0, 1000) : null;
   } catch (error) {
     log.warn("topic summary failed", error);
