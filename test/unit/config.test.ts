@@ -862,6 +862,12 @@ describe("inertSettings", () => {
     expect(cache("{type: sqlite, sqlite: {db_path: /tmp/cache.db}}")).toEqual(["conversation_cache.sqlite"]);
   });
 
+  it("names a Granite Guardian shield, validated and not run (as in the original), and not the kinds that run", () => {
+    const shields = (list: string) => inertSettings(loaded(`${MINIMAL}shields: ${list}\n`).config);
+    expect(shields("[{name: g, provider_id: granite_guardian, config: {url: 'http://guardian:8000/v1', risks: [{name: harm}]}}]")).toEqual(["shields of provider_id granite_guardian (validated, not run)"]);
+    expect(shields("[{name: r, provider_id: redaction, config: {rules: [{pattern: '\\d+', replacement: x}]}}, {name: m}]")).toEqual([]);
+  });
+
   it("names a Postgres port and ssl_mode that the store's connection ignores (no ws_proxy), and not otherwise", () => {
     const postgres = (extra: string) => loaded(`${MINIMAL}database:\n  postgres: {host: db.example.com, db: app, user: app, port: 6543, ssl_mode: disable${extra}}\n`).config;
     expect(inertSettings(postgres(""))).toEqual(["database.postgres.port", "database.postgres.ssl_mode"]);
