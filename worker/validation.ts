@@ -197,9 +197,38 @@ export function validationError(error: z.ZodError): ApiError {
   const cause = firstPerField
     .map((issue) => {
       const path = issue.path.join(".");
-      if (issue.code === "unrecognized_keys") return `unknown field(s): ${issue.keys.map((k) => (path ? `${path}.${k}` : k)).join(", ")}`;
-      return path ? `${path}: ${issue.message}` : issue.message;
+      if (issue.code === "unrecognized_keys") return `unknown field(s): ${issue.keys.map((k) => (path ? `${path}.${k}` : k)).join(", ")} (Extra inputs are not permitted)`;
+      // A schema's own message stays; zod's defaults give way to the original's words where they map.
+      const message = (ZOD_DEFAULT.test(issue.message) ? originalWording(issue) : null) ?? issue.message;
+      return path ? `${path}: ${message}` : message;
     })
     .join("; ");
   return errors.invalidValue(cause);
+}
+
+const ZOD_DEFAULT = /^(Too small|Too big|Invalid input): /;
+const plural = (count: number | bigint, noun: string) => `${count} ${noun}${Number(count) === 1 ? "" : "s"}`;
+const VALID_TYPE: Record<string, string> = { string: "string", number: "number", int: "integer", boolean: "boolean", array: "list", object: "dictionary" };
+
+/**
+ * The original's words (pydantic's) for the common checks, which clients and test suites written
+ * for it look for in the cause ("String should have at least 1 character"); null for the others.
+ */
+function originalWording(issue: z.core.$ZodIssue): string | null {
+  switch (issue.code) {
+    case "too_small":
+      if (issue.origin === "string") return `String should have at least ${plural(issue.minimum, "character")}`;
+      if (issue.origin === "array") return `List should have at least ${plural(issue.minimum, "item")}`;
+      if (issue.origin === "number" || issue.origin === "int") return `Input should be greater than ${issue.inclusive ? "or equal to " : ""}${issue.minimum}`;
+      return null;
+    case "too_big":
+      if (issue.origin === "string") return `String should have at most ${plural(issue.maximum, "character")}`;
+      if (issue.origin === "array") return `List should have at most ${plural(issue.maximum, "item")}`;
+      if (issue.origin === "number" || issue.origin === "int") return `Input should be less than ${issue.inclusive ? "or equal to " : ""}${issue.maximum}`;
+      return null;
+    case "invalid_type":
+      return VALID_TYPE[issue.expected] ? `Input should be a valid ${VALID_TYPE[issue.expected]}` : null;
+    default:
+      return null;
+  }
 }

@@ -22,14 +22,21 @@ describe("validationError", () => {
     // POST /v1/infer {"question": ""} said both "Too small" and "cannot be empty".
     expect(causeOf(Question, { question: "", count: 1 })).toEqual({
       response: "Invalid attribute value",
-      cause: "question: Too small: expected string to have >=1 characters",
+      cause: "question: String should have at least 1 character",
     });
     expect(causeOf(Question, { question: "   ", count: 1 }).cause).toBe("question: Question cannot be empty or whitespace-only");
   });
 
   it("still names every field that failed", () => {
     expect(causeOf(Question, { question: "", count: 9 }).cause).toBe(
-      "question: Too small: expected string to have >=1 characters; count: Too big: expected number to be <=5",
+      "question: String should have at least 1 character; count: Input should be less than or equal to 5",
+    );
+  });
+
+  it("words the common checks as the original does, which its clients look for", () => {
+    const Body = z.strictObject({ name: z.string().max(3), tags: z.array(z.string()).min(2), flag: z.boolean().optional() });
+    expect(causeOf(Body, { name: "long", tags: ["a"], flag: "yes", extra: 1 }).cause).toBe(
+      "name: String should have at most 3 characters; tags: List should have at least 2 items; flag: Input should be a valid boolean; unknown field(s): extra (Extra inputs are not permitted)",
     );
   });
 });
