@@ -286,5 +286,7 @@ function describe(error: unknown): string {
   else if (error instanceof Error) text = error.message || error.name;
   else text = String(error);
   text = scrub(text.replace(/\s+/g, " ").trim());
+  // workerd's words for a fetch that found no host or connection: say what they mean.
+  if (/^internal error; reference = \w+$/.test(text)) text = `the server could not be reached (no such host, or the connection failed; workerd: ${text})`;
   return text.length > MAX_ERROR_TEXT ? `${text.slice(0, MAX_ERROR_TEXT)}…` : text;
 }
