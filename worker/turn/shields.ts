@@ -40,15 +40,17 @@ export interface ShieldVerdict {
 }
 
 /** The shields that check the user's input before the model call, in order, and those that check the answer. */
-export function checksOf(shields: ShieldConfig[]): { input: Array<ModerationShieldConfig | QuestionValidityShieldConfig>; output: ModerationShieldConfig[] } {
+export function checksOf(shields: ShieldConfig[]): { input: InputCheck[]; output: ModerationShieldConfig[] } {
   return {
-    input: shields.filter((shield) => (isModeration(shield) ? shield.input : shield.provider_id === "question_validity")) as Array<ModerationShieldConfig | QuestionValidityShieldConfig>,
-    output: shields.filter((shield) => isModeration(shield) && shield.output) as ModerationShieldConfig[],
+    input: shields.filter((shield): shield is InputCheck => (isModeration(shield) ? shield.input : shield.provider_id === "question_validity")),
+    output: shields.filter((shield): shield is ModerationShieldConfig => isModeration(shield) && shield.output),
   };
 }
 
+type InputCheck = ModerationShieldConfig | QuestionValidityShieldConfig;
+
 /** Runs `shields` over `text` in order; the first flagged one decides. Null when nothing flagged. */
-export async function moderate(rt: Runtime, shields: Array<ModerationShieldConfig | QuestionValidityShieldConfig>, text: string): Promise<ShieldVerdict | null> {
+export async function moderate(rt: Runtime, shields: InputCheck[], text: string): Promise<ShieldVerdict | null> {
   for (const shield of shields) {
     const verdict = "config" in shield ? await classify(rt, shield, text) : await moderation(rt, shield, text);
     if (verdict) return verdict;
@@ -68,33 +70,16 @@ async function moderation(rt: Runtime, shield: ModerationShieldConfig, text: str
   return flagged ? { shield: shield.name, refusal: shield.message ?? DEFAULT_REFUSAL } : null;
 }
 
-// The original's question_validity shield: its default prompt, reply and verdict words.
-const QUESTION_VALIDITY_PROMPT = `
-Instructions:
-- You are a question classifying tool
-- You are an expert in kubernetes and openshift
-- Your job is to determine where or a user's question is related to kubernetes and/or openshift technologies and to provide a one-word response.
-- If a question appears to be related to kubernetes or openshift technologies, answer with the word \${allowed}, otherwise answer with the word \${rejected}.
-- Do not explain your answer, just provide the one-word response. Do not give any other response.
-- If the given question is an empty string, answer with the word \${rejected}
-
-
-Example Question:
-Why is the sky blue?
-Example Response:
-\${rejected}
-
-Example Question:
-Can you help configure my cluster to automatically scale?
-Example Response:
-\${allowed}
+// The question_validity shield's defaults (Parley's wording; the original's default is a
+// Kubernetes/OpenShift topic classifier too) and its verdict words.
+const QUESTION_VALIDITY_PROMPT = `You decide whether a question is about Kubernetes or OpenShift.
+Answer with one word and nothing else: \${allowed} when it is, \${rejected} when it is not (an empty
+question is \${rejected}).
 
 Question:
 \${message}
-Response:
-`;
-const INVALID_QUESTION_RESPONSE =
-  "Hi, I'm the OpenShift Lightspeed assistant, I can help you with questions about OpenShift, please ask me a question related to OpenShift.";
+Answer:`;
+const INVALID_QUESTION_RESPONSE = "I can only answer questions about OpenShift and Kubernetes. Please ask a question about them.";
 const ALLOWED = "ALLOWED";
 const REJECTED = "REJECTED";
 
