@@ -65,8 +65,7 @@ describe("input", () => {
     });
     expect(params.messages).toEqual([
       { role: "system", content: "base\n\ndev note\n\nsys note" },
-      { role: "user", content: "q1" },
-      { role: "user", content: "q2" },
+      { role: "user", content: "q1\n\nq2" },
     ]);
   });
 
@@ -109,8 +108,33 @@ describe("input", () => {
     expect(params.messages).toEqual([
       { role: "user", content: "q1 #call-tool:x" },
       { role: "assistant", content: "answer" },
-      { role: "user", content: "q2" },
-      { role: "user", content: "Result of tool call call_gone:\nlate" },
+      // The orphan result follows q2: one user message, as chat templates want roles to alternate.
+      { role: "user", content: "q2\n\nResult of tool call call_gone:\nlate" },
+    ]);
+  });
+
+  it("sends a question left unanswered and the next one as one user message (strict templates refuse two in a row)", () => {
+    const { params } = translate({
+      input: [
+        { role: "user", content: "interrupted before any text" },
+        { role: "user", content: "q2" },
+        { role: "assistant", content: "a2" } as never,
+        { role: "user", content: "q3" },
+        { role: "user", content: [{ type: "input_text", text: "what is this?" }, { type: "input_image", image_url: "https://x/cat.png", detail: "low" }] },
+      ],
+    });
+    expect(params.messages).toEqual([
+      { role: "user", content: "interrupted before any text\n\nq2" },
+      { role: "assistant", content: "a2" },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "q3" },
+          { type: "text", text: "\n\n" },
+          { type: "text", text: "what is this?" },
+          { type: "image_url", image_url: { url: "https://x/cat.png", detail: "low" } },
+        ],
+      },
     ]);
   });
 

@@ -179,9 +179,37 @@ function translateInput(input: ResponsesParams["input"], instructions: string | 
     }
   }
   flush();
-  const paired = pairToolCalls(messages);
+  const paired = joinAdjacentUserMessages(pairToolCalls(messages));
   return system.length > 0 ? [{ role: "system", content: system.join("\n\n") }, ...paired] : paired;
 }
+
+/**
+ * Many chat templates refuse two user messages in a row (roles must alternate). They follow each
+ * other where a question went unanswered (interrupted before any text) or a tool result became
+ * user text: such neighbours are sent as one message, their texts a blank line apart.
+ */
+function joinAdjacentUserMessages(messages: ChatCompletionMessageParam[]): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [];
+  for (const message of messages) {
+    const previous = out.at(-1);
+    if (message.role !== "user" || previous?.role !== "user") {
+      out.push(message);
+      continue;
+    }
+    const before = previous.content;
+    const after = message.content;
+    out[out.length - 1] = {
+      role: "user",
+      content:
+        typeof before === "string" && typeof after === "string"
+          ? `${before}\n\n${after}`
+          : [...asParts(before), { type: "text", text: "\n\n" }, ...asParts(after)],
+    };
+  }
+  return out;
+}
+
+const asParts = (content: string | ChatCompletionContentPart[]): ChatCompletionContentPart[] => (typeof content === "string" ? [{ type: "text", text: content }] : content);
 
 /**
  * Chat servers refuse a tool call without its result, and a result without its call. A call the
