@@ -849,7 +849,9 @@ describe("inertSettings", () => {
       "quota_handlers.postgres",
       "database.sqlite.db_path",
       "customization.profile_path",
-      "knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password",
+      "knowledge stores' db_path",
+      "knowledge stores' embedding_model",
+      "knowledge stores' embedding_dimension",
     ]);
     expect(inertSettings(loaded(`${MINIMAL}quota_handlers: {sqlite: {db_path: /var/lib/parley/quota.db}}\n`).config)).toEqual(["quota_handlers.sqlite"]);
   });

@@ -2,7 +2,7 @@
 // written for the original system is told, once per isolate that loads it, which of its settings do
 // nothing here, rather than finding out by surprise. Entries leave this list as features land.
 import type * as z from "zod";
-import { InferenceBackendSchema, isUnifiedRag, MemoryCacheSchema, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
+import { DEFAULT_EMBEDDING_DIMENSION, DEFAULT_EMBEDDING_MODEL, InferenceBackendSchema, isUnifiedRag, MemoryCacheSchema, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
 
 /** Whether `value` differs from what `field` of the schema gives when the setting is left out. */
 const changed = (value: unknown, field: z.ZodType) => JSON.stringify(value) !== JSON.stringify(field.parse(undefined));
@@ -12,6 +12,9 @@ const unrelayed = (config: Config) => config.database.postgres !== undefined && 
 
 /** Every knowledge store, in either form of the rag sections. */
 const stores = (config: Config) => (config.rag !== undefined && isUnifiedRag(config.rag) ? config.rag.byok.stores : config.byok_rag);
+type Store = ReturnType<typeof stores>[number];
+/** Whether some knowledge store has `set`. */
+const anyStore = (set: (store: Store) => boolean) => (config: Config) => stores(config).some(set);
 
 const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   // Workers' fetch always verifies TLS against the public roots.
@@ -60,7 +63,11 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["shields of provider_id granite_guardian (validated, not run)", (config) => config.shields.some((shield) => shield.provider_id === "granite_guardian" && "config" in shield)],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.
-  ["knowledge stores' db_path, rag_type/backend, embedding_model, embedding_dimension, host, port, db, user, password", (config) => stores(config).length > 0],
+  ["knowledge stores' db_path", anyStore((store) => store.db_path !== undefined)],
+  ["knowledge stores' rag_type/backend", anyStore((store) => ("rag_type" in store ? store.rag_type !== "inline::faiss" : store.backend !== "faiss"))],
+  ["knowledge stores' embedding_model", anyStore((store) => store.embedding_model !== DEFAULT_EMBEDDING_MODEL)],
+  ["knowledge stores' embedding_dimension", anyStore((store) => store.embedding_dimension !== DEFAULT_EMBEDDING_DIMENSION)],
+  ["knowledge stores' host, port, db, user, password", anyStore((store) => [store.host, store.port, store.db, store.user, store.password].some((value) => value !== undefined))],
 ];
 
 /** The settings of `config` that have no effect in this release, by dotted name. */

@@ -782,8 +782,8 @@ export const SplunkSchema = z
 /** The id that names the knowledge portal source in rag lists. */
 export const PORTAL_RAG_ID = "okp";
 
-const DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-mpnet-base-v2";
-const DEFAULT_EMBEDDING_DIMENSION = 768;
+export const DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-mpnet-base-v2";
+export const DEFAULT_EMBEDDING_DIMENSION = 768;
 
 // pgvector connection fields; left unset they fall back to the backend's own settings.
 const pgvectorFields = {
