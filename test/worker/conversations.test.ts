@@ -209,20 +209,20 @@ describe("conversation views", () => {
     expect(body.detail.cause).toBe(`Conversation with ID ${"a".repeat(256)}… (100000 characters) does not exist`);
   });
 
-  it("takes the backend form of an id, which the responses endpoint hands out, on every conversation endpoint", async () => {
+  it("takes the backend form of an id (conv_ and the normalized id) on every conversation endpoint", async () => {
     const { body } = await callJson<{ conversation: string }>("/v1/responses", { json: { input: "hello" }, user: "dave" });
-    expect(body.conversation).toMatch(/^conv_[0-9a-f]{48}$/);
-    const id = body.conversation.slice("conv_".length);
+    const id = body.conversation;
+    const backendForm = `conv_${id}`;
     for (const version of ["v1", "v2", "v3"]) {
-      const detail = await callJson<{ conversation_id: string }>(`/${version}/conversations/${body.conversation}`, { user: "dave" });
+      const detail = await callJson<{ conversation_id: string }>(`/${version}/conversations/${backendForm}`, { user: "dave" });
       expect(detail.status, version).toBe(200);
       expect(detail.body.conversation_id).toBe(id);
     }
-    expect(await callJson(`/v2/conversations/${body.conversation}`, { method: "PUT", json: { topic_summary: "Greetings" }, user: "dave" })).toEqual({
+    expect(await callJson(`/v2/conversations/${backendForm}`, { method: "PUT", json: { topic_summary: "Greetings" }, user: "dave" })).toEqual({
       status: 200,
       body: { conversation_id: id, success: true, message: "Topic summary updated successfully" },
     });
-    expect((await callJson(`/v1/conversations/${body.conversation}`, { method: "DELETE", user: "dave" })).body).toMatchObject({ conversation_id: id, deleted: true });
+    expect((await callJson(`/v1/conversations/${backendForm}`, { method: "DELETE", user: "dave" })).body).toMatchObject({ conversation_id: id, deleted: true });
     expect((await callJson(`/v1/conversations/${id}`, { user: "dave" })).status).toBe(404);
   });
 });
@@ -378,7 +378,7 @@ describe("interrupting and abandoning streams", () => {
     while (!seen.includes("response.output_text.delta")) seen += (await reader.read()).value ?? "";
     await reader.cancel();
     await settle();
-    const id = /"conversation":"conv_([0-9a-f]+)"/.exec(seen)![1]!;
+    const id = /"conversation":"([0-9a-f]{48})"/.exec(seen)![1]!;
     const detail = await eventually(async () => {
       const found = await callJson<Detail>(`/v1/conversations/${id}`, { user: "grace" });
       expect(found.body.chat_history).toHaveLength(1);

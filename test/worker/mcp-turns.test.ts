@@ -400,7 +400,7 @@ describe("approvals", () => {
     expect(String(seen.input.find((item) => item.type === "function_call_output")!.output)).toContain("denied");
     expect(await calls(name)).toBe(0);
     // Its record shows the answer.
-    const detail = await callJson<{ chat_history: Array<{ tool_results: Item[] }> }>(`/v1/conversations/${first.body.conversation.slice(5)}`, { user: "olivia", config });
+    const detail = await callJson<{ chat_history: Array<{ tool_results: Item[] }> }>(`/v1/conversations/${first.body.conversation}`, { user: "olivia", config });
     expect(detail.body.chat_history[1]!.tool_results[0]).toMatchObject({ id, status: "denied", type: "mcp_approval_response" });
     // Later turns' history holds the denied call and its denial, as it holds an approved call and its result.
     const later = await respond({ conversation: first.body.conversation, input: "and now #echo-request" }, { config });

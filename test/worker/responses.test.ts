@@ -15,7 +15,8 @@ describe("POST /v1/responses with the openai client", () => {
     const first = (await openai.responses.create({ model: "scripted/parley-small", input: "Hello gateway" })) as unknown as OpenAI.Responses.Response & WithExtensions;
     expect(first.output_text).toBe("[user_turns=1] You said: Hello gateway");
     expect(first).toMatchObject({ object: "response", status: "completed", model: "scripted/parley-small", available_quotas: {} });
-    expect(first.conversation).toMatch(/^conv_[0-9a-f]{48}$/);
+    // Normalized (SPEC "Conversation identifiers" rule 1), as the original returns it.
+    expect(first.conversation).toMatch(/^[0-9a-f]{48}$/);
     expect(first.usage?.output_tokens).toBe(5);
     expect(first.instructions).toBe("<server prompt applied>");
 
@@ -25,12 +26,13 @@ describe("POST /v1/responses with the openai client", () => {
     const byObject = await openai.responses.create({ input: "by object", conversation: { id: first.conversation } });
     expect(byObject.output_text).toBe("[user_turns=3] You said: by object");
     expect((byObject as unknown as WithExtensions).conversation).toBe(first.conversation);
-    const normalized = first.conversation.slice(5);
-    const third = await openai.responses.create({ input: "third", conversation: normalized } as never);
+    // The backend form is taken too.
+    const third = await openai.responses.create({ input: "third", conversation: `conv_${first.conversation}` } as never);
     expect(third.output_text).toBe("[user_turns=4] You said: third");
     expect(third.model).toBe("parley-small");
 
-    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${normalized}`, { user: "olivia" });
+    expect((third as unknown as WithExtensions).conversation).toBe(first.conversation);
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${first.conversation}`, { user: "olivia" });
     expect(detail.body.chat_history).toHaveLength(4);
   });
 
@@ -46,10 +48,10 @@ describe("POST /v1/responses with the openai client", () => {
     expect(fork.output_text).toBe("[user_turns=2] You said: fork");
     expect(fork.conversation).not.toBe(a.conversation);
     // The model saw the history up to the response forked from; the new conversation starts with the fork's turn.
-    const forked = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${fork.conversation.slice(5)}`, { user: "olivia" });
+    const forked = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${fork.conversation}`, { user: "olivia" });
     expect(forked.body.chat_history.map((turn) => turn.messages[0]!.content)).toEqual(["fork"]);
     const listed = await callJson<{ conversations: Array<{ conversation_id: string; message_count: number }> }>("/v1/conversations", { user: "olivia" });
-    expect(listed.body.conversations.find((c) => c.conversation_id === fork.conversation.slice(5))?.message_count).toBe(1);
+    expect(listed.body.conversations.find((c) => c.conversation_id === fork.conversation)?.message_count).toBe(1);
     const again = await openai.responses.create({ input: "after the fork", previous_response_id: fork.id });
     expect(again.output_text).toBe("[user_turns=3] You said: after the fork");
 
@@ -68,9 +70,11 @@ describe("POST /v1/responses with the openai client", () => {
     expect(types.filter((t) => t === "response.output_text.delta")).toHaveLength(5);
     const completed = events.at(-1)!;
     expect(completed.available_quotas).toEqual({});
-    expect(completed.conversation).toMatch(/^conv_/);
+    expect(completed.conversation).toMatch(/^[0-9a-f]{48}$/);
     expect((completed.response as WithExtensions).conversation).toBe(completed.conversation);
-    expect(events.find((e) => e.type === "response.in_progress")!.available_quotas).toEqual({});
+    const inProgress = events.find((e) => e.type === "response.in_progress")!;
+    expect(inProgress.available_quotas).toEqual({});
+    expect((inProgress.response as WithExtensions).available_quotas).toEqual({});
     expect(events.find((e) => e.type === "response.created")!.available_quotas).toBeUndefined();
   });
 
@@ -89,7 +93,7 @@ describe("POST /v1/responses with the openai client", () => {
     const events = await readSse(response);
     expect(events.at(-1)!.data).toBe("[DONE]");
     const completed = events.at(-2)!.data as { response: { conversation: string } };
-    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${completed.response.conversation.slice(5)}`, { user: "olivia" });
+    const detail = await callJson<{ chat_history: unknown[] }>(`/v1/conversations/${completed.response.conversation}`, { user: "olivia" });
     expect(detail.body.chat_history).toHaveLength(1);
   });
 
@@ -266,7 +270,7 @@ describe("POST /v1/responses rules", () => {
     // The server's own MCP items are not shown (UPSTREAM "MCP"), yet they are what counts.
     expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call", "message"]);
     const detail = await callJson<{ chat_history: Array<{ tool_calls: Array<{ name: string }> }> }>(
-      `/v1/conversations/${String(res.body.conversation).slice(5)}`,
+      `/v1/conversations/${String(res.body.conversation)}`,
       { user: "olivia" },
     );
     expect(detail.body.chat_history[0]!.tool_calls.map((call) => call.name)).toEqual(["mcp_list_tools", "echo"]);

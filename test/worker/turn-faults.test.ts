@@ -374,8 +374,7 @@ describe("questions larger than the model or the storage take", () => {
     // The fork's model saw the large first turn; its views start with the fork's own turn.
     expect(fork.body.output_text).toBe("[user_turns=2] You said: or else?");
     for (const [id, question, turns] of [[first.body.conversation, big, 2], [fork.body.conversation, "or else?", 1]] as const) {
-      // The conversation endpoints take the id without the Responses API's "conv_".
-      const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id.slice(5)}`, { user: "size" });
+      const detail = await callJson<{ chat_history: Array<{ messages: Array<{ content: string }> }> }>(`/v1/conversations/${id}`, { user: "size" });
       expect(detail.status).toBe(200);
       expect(detail.body.chat_history).toHaveLength(turns);
       expect(detail.body.chat_history[0]!.messages[0]!.content).toBe(question);

@@ -176,7 +176,7 @@ const TypedResponseFields = {
   output: z.array(OutputItemSchema),
   output_text: z.string(),
   usage: z.looseObject({ input_tokens: z.int(), output_tokens: z.int(), total_tokens: z.int() }),
-  conversation: z.string().describe("`conv_` + 48 hexadecimal characters"),
+  conversation: z.string().describe("The conversation's id: 48 hexadecimal characters (a request may also give the backend form, `conv_` before them)"),
   store: z.boolean(),
 } satisfies Partial<Record<(typeof RESPONSE_KEYS)[number], z.ZodType>>;
 

@@ -13,7 +13,7 @@ import { guard } from "../middleware.ts";
 import type { AvailableQuotas } from "../quota/quotas.ts";
 import type { Store } from "../storage/store.ts";
 import { responseText } from "../turn/backend-call.ts";
-import { randomHex, toBackendId } from "../turn/conversation-id.ts";
+import { randomHex } from "../turn/conversation-id.ts";
 import { responsesConversation } from "../turn/conversations.ts";
 import { planTurn } from "../turn/plan.ts";
 import { renderPrompt, type RenderedPrompt } from "../turn/prompt-template.ts";
@@ -191,7 +191,8 @@ function presenter(
     store: body.store,
     metadata: body.metadata ?? {},
     safety_identifier: body.safety_identifier ?? null,
-    conversation: toBackendId(turn.head.conversationId),
+    // SPEC "Conversation identifiers" rule 1: returned normalized (the request may give either form).
+    conversation: turn.head.conversationId,
   };
   return (response, final) => {
     // The same items in a JSON answer as in a stream's events (UPSTREAM "MCP": always stripped).
@@ -322,7 +323,8 @@ function responsesEvents(
       }
       if (data.type === "response.in_progress") {
         latest = data.response as BackendResponse;
-        out.enqueue(frame({ ...withResponse(data), available_quotas: {} }));
+        // SPEC "Events": an empty available_quotas on the in-progress response (the original sets it on the response object).
+        out.enqueue(frame(withResponse(data, { quotas: {} })));
         return;
       }
       flushInline(out);
