@@ -206,7 +206,13 @@ export function validationError(error: z.ZodError): ApiError {
   return errors.invalidValue(cause);
 }
 
-const ZOD_DEFAULT = /^(Too small|Too big|Invalid input): /;
+/** A value a client sent, as a cause may quote it: JSON, at most 100 characters. */
+function shownValue(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 100 ? `${text.slice(0, 100)}…` : text;
+}
+
+const ZOD_DEFAULT = /^(Too small|Too big|Invalid input|Invalid option): /;
 const plural = (count: number | bigint, noun: string) => `${count} ${noun}${Number(count) === 1 ? "" : "s"}`;
 const VALID_TYPE: Record<string, string> = { string: "string", number: "number", int: "integer", boolean: "boolean", array: "list", object: "dictionary" };
 
@@ -228,6 +234,9 @@ function originalWording(issue: z.core.$ZodIssue): string | null {
       return null;
     case "invalid_type":
       return VALID_TYPE[issue.expected] ? `Input should be a valid ${VALID_TYPE[issue.expected]}` : null;
+    case "invalid_value":
+      // The value given is named, as the original's causes do ("Invalid attatchment type unknown_type").
+      return `Input should be ${issue.values.map((value) => JSON.stringify(value)).join(", ")}, not ${shownValue(issue.input)}`;
     default:
       return null;
   }

@@ -133,9 +133,22 @@ describe("POST /v1/query", () => {
       json: { query: "hi", attachments: [{ attachment_type: "poem", content_type: "text/plain", content: "x" }] },
     });
     expect(attachment.body.detail.cause).toContain("stack trace");
+    // The value given is named, as the original's causes do.
+    expect(attachment.body.detail.cause).toContain('not "poem"');
+    const contentType = await callJson<{ detail: { cause: string } }>("/v1/query", {
+      json: { query: "hi", attachments: [{ attachment_type: "log", content_type: "unknown/type", content: "x" }] },
+    });
+    expect(contentType.body.detail.cause).toContain('not "unknown/type"');
     const broken = await call("/v1/query", { method: "POST", body: "{not json", headers: { "Content-Type": "application/json" } });
     expect(broken.status).toBe(422);
     expect(await broken.json()).toEqual({ detail: { response: "Invalid request format", cause: "request body could not be parsed" } });
+  });
+
+  it("asks an empty question as it is, as the original does (only a missing one is refused)", async () => {
+    const res = await callJson<{ conversation_id: string; response: string }>("/v1/query", { json: { query: "" }, user: "alice" });
+    expect(res.status).toBe(200);
+    expect(res.body.conversation_id).toMatch(/^[0-9a-f]{48}$/);
+    expect(res.body.response).toBe("[user_turns=1] You said: ");
   });
 
   it("reads a body as JSON without a content type or with a JSON one, and refuses any other (a cross-site form post)", async () => {

@@ -22,7 +22,8 @@ const optional = <T extends z.ZodType>(schema: T) => schema.nullish();
 
 export const QueryRequestSchema = z
   .strictObject({
-    query: z.string().min(1),
+    // As in the original (a plain string): an empty question is asked as it is.
+    query: z.string(),
     conversation_id: optional(z.string()),
     model: optional(z.string().min(1)),
     provider: optional(z.string().min(1)),
