@@ -27,8 +27,9 @@ describe("the exposition", () => {
     const byName = new Map(families.map((family) => [family.name, family]));
     expect(byName.get("ls_rest_api_calls_total")).toMatchObject({ type: "COUNTER", help: FAMILIES.restApiCalls.help });
     expect(byName.get("ls_rest_api_calls_total")!.metrics).toEqual([
-      { labels: { path: "/v1/conversations/{conversation_id}", status_code: "404" }, value: "1" },
-      { labels: { path: "/v1/query", status_code: "200" }, value: "2" },
+      // Written as floats, as the original's client writes them.
+      { labels: { path: "/v1/conversations/{conversation_id}", status_code: "404" }, value: "1.0" },
+      { labels: { path: "/v1/query", status_code: "200" }, value: "2.0" },
     ]);
     expect(byName.get("ls_response_duration_seconds")!.type).toBe("HISTOGRAM");
     expect(samples.filter((sample) => sample.name.startsWith("ls_response_duration_seconds"))).toEqual([
@@ -40,7 +41,7 @@ describe("the exposition", () => {
       { name: "ls_response_duration_seconds_sum", labels: { path: "/v1/query" }, value: 500.75 },
       { name: "ls_response_duration_seconds_count", labels: { path: "/v1/query" }, value: 3 },
     ]);
-    expect(byName.get("ls_started_in_degraded_mode")).toMatchObject({ type: "GAUGE", metrics: [{ value: "0" }] });
+    expect(byName.get("ls_started_in_degraded_mode")).toMatchObject({ type: "GAUGE", metrics: [{ value: "0.0" }] });
     expect(byName.get("ls_llm_calls_total")!.metrics).toEqual([]);
   });
 
@@ -50,7 +51,7 @@ describe("the exposition", () => {
     sums.count(FAMILIES.llmCalls, { provider: "p", model, endpoint: "/v1/query" });
     const text = renderExposition(ALL, sums.list());
     const calls = parseExposition(text).families.find((family) => family.name === "ls_llm_calls_total")!;
-    expect(calls.metrics).toEqual([{ labels: { provider: "p", model, endpoint: "/v1/query" }, value: "1" }]);
+    expect(calls.metrics).toEqual([{ labels: { provider: "p", model, endpoint: "/v1/query" }, value: "1.0" }]);
     expect(text).toContain('model="odd \\"name\\" with \\\\ and\\nnewline"');
   });
 

@@ -260,6 +260,8 @@ describe("backend unreachable", () => {
     });
     const m = await scrape(config);
     expect(m.get("ls_started_in_degraded_mode")).toBe(1);
+    // Written as the original's client writes a gauge (its checks look for this text).
+    expect(await (await call("/metrics", { config })).text()).toContain("\nls_started_in_degraded_mode 1.0\n");
     expect(m.samples.filter((sample) => sample.name === "ls_provider_model_configuration")).toEqual([]);
     const turn = await callJson("/v1/query", { config, json: { query: "hello" } });
     expect(turn.status).toBe(503);

@@ -65,9 +65,13 @@ function escapeHelp(text: string): string {
   return text.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
 }
 
+/**
+ * A sample value as the original's client (Python's prometheus_client) writes it: a float, so a
+ * whole number keeps its ".0" (`ls_started_in_degraded_mode 0.0`, which its checks look for).
+ */
 function numberText(value: number): string {
   if (Number.isNaN(value)) return "NaN";
   if (value === Infinity) return "+Inf";
   if (value === -Infinity) return "-Inf";
-  return String(value);
+  return Number.isInteger(value) && Math.abs(value) < 1e16 ? `${value}.0` : String(value);
 }
