@@ -870,6 +870,10 @@ describe("inertSettings", () => {
     expect(shields("[{name: r, provider_id: redaction, config: {rules: [{pattern: '\\d+', replacement: x}]}}, {name: m}]")).toEqual([]);
   });
 
+  it("loads the original's rag.okp.search_mode and names it as having no effect (the portal is a store the backend searches)", () => {
+    expect(inertSettings(loaded(`${MINIMAL}rag:\n  okp: {rhokp_url: "http://okp:8081/solr", search_mode: keyword}\n`).config)).toEqual(["rag.okp.search_mode"]);
+  });
+
   it("names a Postgres port and ssl_mode that the store's connection ignores (no ws_proxy), and not otherwise", () => {
     const postgres = (extra: string) => loaded(`${MINIMAL}database:\n  postgres: {host: db.example.com, db: app, user: app, port: 6543, ssl_mode: disable${extra}}\n`).config;
     expect(inertSettings(postgres(""))).toEqual(["database.postgres.port", "database.postgres.ssl_mode"]);

@@ -61,6 +61,7 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
   // The original validates a Granite Guardian shield's settings and does not run it either.
   ["shields of provider_id granite_guardian (validated, not run)", (config) => config.shields.some((shield) => shield.provider_id === "granite_guardian" && "config" in shield)],
+  ["rag.okp.search_mode", (config) => config.rag !== undefined && isUnifiedRag(config.rag) && config.rag.okp.search_mode !== undefined],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.
   ["knowledge stores' db_path", anyStore((store) => store.db_path !== undefined)],

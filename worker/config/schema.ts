@@ -875,7 +875,9 @@ export const UnifiedRagSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
-  okp: z.strictObject({ ...portalFields, max_chunks: int(1).default(5) }).prefault({}),
+  // search_mode: the original's newer releases choose how its Solr is queried (keyword, ...);
+  // here the portal is a store searched through the backend (warned, config/inert.ts).
+  okp: z.strictObject({ ...portalFields, max_chunks: int(1).default(5), search_mode: nonEmpty().optional() }).prefault({}),
 });
 
 const UNIFIED_RAG_KEYS = ["byok", "retrieval", "okp"];
