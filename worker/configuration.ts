@@ -53,7 +53,7 @@ export async function loadConfiguration(text: string, env: Record<string, unknow
   const config = parsed.config;
   scrubbed.push(...urlCredentials(config));
   const problems = [...files.problems];
-  const warnings = roleRuleWarnings(config.authentication.jwk_config?.jwt_configuration.role_rules ?? []);
+  const warnings = [...files.warnings, ...roleRuleWarnings(config.authentication.jwk_config?.jwt_configuration.role_rules ?? [])];
   // /v1/infer renders the system prompt as a Jinja2 template, as the original does: say now what it cannot render.
   const promptProblem = files.systemPrompt === null ? null : templateProblem(files.systemPrompt);
   if (promptProblem) warnings.push(`customization.system_prompt: not a valid Jinja2 template (${promptProblem}); POST /v1/infer answers 500 while it is set`);

@@ -30,6 +30,23 @@ describe("loadConfiguration", () => {
     expect(relayed.ok && relayed.loaded.warnings).toEqual([]);
   });
 
+  it("leaves out an MCP server whose credential file cannot be read, and loads the rest (the original's configurations name /tmp files)", async () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      "mcp_servers:",
+      "  - {name: filed, url: 'http://mcp.example.com/mcp', authorization_headers: {Authorization: /tmp/lightspeed-mcp-test-token}}",
+      "  - {name: shipped, url: 'http://mcp.example.com/other', authorization_headers: {Authorization: secrets/token}}",
+      "",
+    ].join("\n");
+    const result = await loadConfiguration(text, {}, folder({ "secrets/token": "Bearer shipped\n" }));
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    expect(result.loaded.warnings).toEqual([
+      "mcp_servers.0.authorization_headers.Authorization: /tmp/lightspeed-mcp-test-token is not a bundled file: name a file under config/ or env:NAME; ship the file under config/ or give the secret itself as ${env.NAME} (a Worker secret); the server is not used until it can be read",
+    ]);
+    expect([...result.loaded.heldSecrets]).toEqual([["mcp_servers.1.authorization_headers.Authorization", "Bearer shipped"]]);
+  });
+
   it("reports a missing file beside an unset variable, whatever else is right", async () => {
     // The deploy's check leaves out the variables the Worker already holds as secrets: a file that
     // is missing must still be found then.

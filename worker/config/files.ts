@@ -24,6 +24,8 @@ export interface ConfiguredFiles {
    */
   heldSecrets: Map<string, string>;
   problems: ConfigProblem[];
+  /** An MCP server's credential that could not be read: the server is skipped, the rest loads. */
+  warnings: string[];
 }
 
 /**
@@ -38,6 +40,7 @@ export async function readConfiguredFiles(
   bundled: BundledFiles,
 ): Promise<ConfiguredFiles> {
   const problems: ConfigProblem[] = [];
+  const warnings: string[] = [];
   const read = async (field: string, path: string | undefined): Promise<string | null> => {
     if (!path) return null;
     try {
@@ -65,13 +68,15 @@ export async function readConfiguredFiles(
     try {
       heldSecrets.set(path, (await readConfigFile(value, env, bundled)).trim());
     } catch (error) {
-      problems.push({
-        path,
-        message: `${(error as Error).message}; ship the file under config/ or give the secret itself as \${env.NAME} (a Worker secret)`,
-      });
+      const message = `${(error as Error).message}; ship the file under config/ or give the secret itself as \${env.NAME} (a Worker secret)`;
+      // One MCP server's credential (the original's configurations name files such as
+      // /tmp/mcp-token) does not take the gateway down: that server is skipped, as one whose held
+      // credential is empty is; the others and everything else work.
+      if (path.startsWith("mcp_servers.")) warnings.push(`${path}: ${message}; the server is not used until it can be read`);
+      else problems.push({ path, message });
     }
   }
-  return { systemPrompt, agentCardFile, heldSecrets, problems };
+  return { systemPrompt, agentCardFile, heldSecrets, problems, warnings };
 }
 
 /** An agent card file (YAML or JSON), checked as the inline card is. */
@@ -85,7 +90,8 @@ function readAgentCard(text: string): { ok: true; card: AgentCardConfig } | { ok
 /**
  * The fields whose value says where a credential is held: a file shipped with the deployment (the
  * Workers equivalent of the original system's file paths) or, written as `${env.NAME}`, the secret
- * itself. Each is read once, when the configuration loads; one that cannot be read fails the load.
+ * itself. Each is read once, when the configuration loads; one that cannot be read fails the load,
+ * except an MCP server's, which leaves that server out (ConfiguredFiles.warnings).
  */
 function heldSecretFields(sections: Partial<FileSections>): Array<{ path: string; value: string }> {
   const fields: Array<{ path: string; value: string }> = [];
