@@ -141,11 +141,16 @@ describe("credentials", () => {
     expect(toolNames(body as ToolsBody, "held")).toEqual([...PUBLIC_TOOLS, "whoami"].sort());
   });
 
-  it("held by the deployment as a file that is not bundled: the configuration does not load, and says how to supply it", async () => {
-    const config = configWith([{ name: "held", url: url("auth", label("nofile")), authorization_headers: { Authorization: "secrets/no-such-file" } }]);
-    const { status, body } = await callJson<{ detail: { cause: string } }>("/v1/tools", { config });
-    expect(status).toBe(500);
-    expect(body.detail.cause).toContain("mcp_servers.0.authorization_headers.Authorization");
+  it("held by the deployment as a file that is not bundled: that server is left out, the others and the gateway answer", async () => {
+    const name = label("nofile");
+    const config = configWith([
+      { name: "held", url: url("auth", name), authorization_headers: { Authorization: "secrets/no-such-file" } },
+      { name: "open", url: url("s", name) },
+    ]);
+    const { status, body } = await callJson<ToolsBody>("/v1/tools", { config });
+    expect(status).toBe(200);
+    expect(toolNames(body, "held")).toEqual([]);
+    expect(toolNames(body, "open")).toEqual(PUBLIC_TOOLS);
   });
 
   it("kubernetes: the caller's own bearer token is passed on", async () => {
