@@ -131,6 +131,14 @@ describe("GET /openapi.json", () => {
     expect(paths["/v1/query"]!.post!.security).toBeUndefined();
     expect(paths["/v1/query"]!.post!.description).toContain("`query`");
     expect(Object.keys(paths["/v1/query"]!.post!.responses as Json)).toEqual(["200", "401", "403", "404", "413", "422", "429", "500", "503"]);
+    // Any authenticated route: the module's 401, 403 (an access rule, rh-identity's entitlements) and 503 (its cluster API).
+    expect(Object.keys(paths["/authorized"]!.post!.responses as Json)).toEqual(["200", "401", "403", "500", "503"]);
+    expect(Object.keys(paths["/v1/shields"]!.get!.responses as Json)).toEqual(["200", "401", "403", "500", "503"]);
+  });
+
+  it("names where the gateway is served (relative: the address it was fetched from)", async () => {
+    const document = await fetchDocument();
+    expect(document.servers).toEqual([{ url: "/", description: "This gateway" }]);
   });
 });
 

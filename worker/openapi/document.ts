@@ -8,7 +8,8 @@ import { operations, REQUEST_SCHEMAS, RESPONSE_SCHEMAS, type Content, type Error
 
 type Json = Record<string, unknown>;
 
-const OPENAPI_VERSION = "3.1.1";
+// 3.1.0, as the original (FastAPI) writes it; the document uses nothing of 3.1.1's clarifications.
+const OPENAPI_VERSION = "3.1.0";
 const SCHEMA_REF = (name: string) => `#/components/schemas/${name}`;
 
 /** The shared error answers, one per status, each with SPEC's envelope. */
@@ -74,6 +75,8 @@ function build(): { document: Json; text: string } {
       description:
         "Every error answers `{\"detail\": {\"response\", \"cause\"}}` (ErrorResponse). Which credential a request needs depends on the configured authentication module; which actions a caller may perform, on `authorization.access_rules`.",
     },
+    // Relative: the gateway that served this document (/docs "Try it out" calls it there).
+    servers: [{ url: "/", description: "This gateway" }],
     tags: TAGS,
     security: [{ bearer: [] }, { rhIdentity: [] }, {}],
     paths,
@@ -146,8 +149,9 @@ function accessNote(operation: Operation): string {
 
 function errorStatuses(operation: Operation): Array<ErrorStatus | 500> {
   const statuses = new Set<ErrorStatus | 500>(operation.errors ?? []);
-  if (operation.access !== "public") statuses.add(401);
-  if (operation.access !== "public" && operation.access !== null) statuses.add(403);
+  // Any authenticated endpoint: 401 from the module, 403 from an access rule or the module
+  // (rh-identity's entitlements), 503 when the module's cluster API cannot be reached (k8s, trusted-proxy).
+  if (operation.access !== "public") for (const status of [401, 403, 503] as const) statuses.add(status);
   statuses.add(500);
   return [...statuses].sort((a, b) => a - b);
 }
