@@ -323,8 +323,11 @@ function responsesEvents(
       }
       if (data.type === "response.in_progress") {
         latest = data.response as BackendResponse;
-        // SPEC "Events": an empty available_quotas on the in-progress response (the original sets it on the response object).
-        out.enqueue(frame(withResponse(data, { quotas: {} })));
+        // SPEC "Events": an empty available_quotas on the in-progress response (the original sets it on
+        // the response object), and on the event as on the terminal ones. Not the final presentation:
+        // the inline retrieval item is announced by its own events.
+        const event = withResponse(data);
+        out.enqueue(frame({ ...event, response: { ...event.response, available_quotas: {} }, available_quotas: {} }));
         return;
       }
       flushInline(out);
