@@ -28,9 +28,17 @@ function text(attributes: Record<string, AttributeValue>, ...keys: string[]): st
   return null;
 }
 
+/**
+ * `path` resolved against `base` as a link is (the original's urljoin): an absolute path replaces
+ * the base's path (`http://okp:8081/solr` + `/documentation/x` → `http://okp:8081/documentation/x`),
+ * a relative one joins the base's folder, a whole URL stands as it is.
+ */
 function joinUrl(base: string, path: string): string {
-  if (/^https?:\/\//i.test(path)) return path;
-  return `${base.replace(/\/+$/, "")}/${path.replace(/^\/+/, "")}`;
+  try {
+    return new URL(path, base).href;
+  } catch {
+    return path;
+  }
 }
 
 /**
