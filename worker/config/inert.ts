@@ -2,7 +2,7 @@
 // written for the original system is told, once per isolate that loads it, which of its settings do
 // nothing here, rather than finding out by surprise. Entries leave this list as features land.
 import type * as z from "zod";
-import { DEFAULT_EMBEDDING_DIMENSION, DEFAULT_EMBEDDING_MODEL, InferenceBackendSchema, isUnifiedRag, MemoryCacheSchema, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
+import { DEFAULT_EMBEDDING_DIMENSION, DEFAULT_EMBEDDING_MODEL, InferenceBackendSchema, isModeration, isUnifiedRag, MemoryCacheSchema, PostgresSchema, QuotaHandlersSchema, ServiceSchema, type Config } from "./schema.ts";
 
 /** Whether `value` differs from what `field` of the schema gives when the setting is left out. */
 const changed = (value: unknown, field: z.ZodType) => JSON.stringify(value) !== JSON.stringify(field.parse(undefined));
@@ -60,7 +60,7 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["database.postgres.ssl_mode", (config) => unrelayed(config) && changed(config.database.postgres?.ssl_mode, PostgresSchema.shape.ssl_mode)],
   ["database.postgres.ca_cert_path", (config) => config.database.postgres?.ca_cert_path !== undefined],
   // The original validates a Granite Guardian shield's settings and does not run it either.
-  ["shields of provider_id granite_guardian (validated, not run)", (config) => config.shields.some((shield) => shield.provider_id === "granite_guardian" && "config" in shield)],
+  ["shields of provider_id granite_guardian (validated, not run)", (config) => config.shields.some((shield) => !isModeration(shield) && shield.provider_id === "granite_guardian")],
   ["rag.okp.search_mode", (config) => config.rag !== undefined && isUnifiedRag(config.rag) && config.rag.okp.search_mode !== undefined],
   // Stores are searched through the backend's vector store API by vector_db_id: how the backend
   // keeps them (a faiss file, a pgvector database, the embedding model) is the backend's business.

@@ -1047,5 +1047,5 @@ export function isModeration(shield: ShieldConfig): shield is ModerationShieldCo
 }
 
 export function isRedaction(shield: ShieldConfig): shield is RedactionShieldConfig {
-  return shield.provider_id === "redaction" && "config" in shield;
+  return !isModeration(shield) && shield.provider_id === "redaction";
 }
