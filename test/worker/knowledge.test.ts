@@ -186,12 +186,26 @@ describe("/v1/vector-stores", () => {
 });
 
 describe("/v1/files and vector store files", () => {
-  function upload(content: string, filename = "zebras.txt", field = "file") {
+  function upload(content: string, filename = "zebras.txt", field = "file", uploadConfig = config) {
     const form = new FormData();
     form.append("purpose", "ignored-by-the-gateway");
     form.append(field, new File([content], filename, { type: "text/plain" }));
-    return callJson<Json & ErrorBody>("/v1/files", { config, method: "POST", body: form });
+    return callJson<Json & ErrorBody>("/v1/files", { config: uploadConfig, method: "POST", body: form });
   }
+
+  it("removes files and stores on the provider that serves them, not on the inference backend (README \"Providers\")", async () => {
+    const elsewhere = testConfig({
+      inference_backend: { url: inject("openaiStyleBackendUrl") },
+      inference: { providers: [{ type: "stores", extra: { url: inject("backendUrl"), serves: ["vector_stores", "files"] } }] },
+    });
+    const fileId = (await upload("stores live on their own provider", "elsewhere.txt", "file", elsewhere)).body.id as string;
+    const store = (await callJson<Json>("/v1/vector-stores", { config: elsewhere, json: { name: "kb-elsewhere" } })).body.id as string;
+    expect((await callJson(`/v1/vector-stores/${store}/files`, { config: elsewhere, json: { file_id: fileId } })).status).toBe(200);
+    const removed = await callJson(`/v1/vector-stores/${store}/files/${fileId}`, { config: elsewhere, method: "DELETE" });
+    expect(removed).toMatchObject({ status: 200, body: { deleted: true } });
+    const deleted = await callJson(`/v1/vector-stores/${store}`, { config: elsewhere, method: "DELETE" });
+    expect(deleted).toMatchObject({ status: 200, body: { deleted: true } });
+  });
 
   it("uploads a file, adds it to a store, lists, reads and removes it", async () => {
     const uploaded = await upload("zebras graze on the savanna at dawn");

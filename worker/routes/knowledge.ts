@@ -237,7 +237,7 @@ knowledge.put("/v1/vector-stores/:vector_store_id", guard(ACTIONS.manageVectorSt
 });
 
 knowledge.delete("/v1/vector-stores/:vector_store_id", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { backend } = c.get("rt");
+  const { backend } = storesBackend(c);
   const store = writableStore(c);
   const result = await fromBackend(() => backend.vectorStores.delete(store.backendId), () => storeNotFound(store));
   return c.json({
@@ -312,7 +312,7 @@ knowledge.get("/v1/vector-stores/:vector_store_id/files/:file_id", guard(ACTIONS
 });
 
 knowledge.delete("/v1/vector-stores/:vector_store_id/files/:file_id", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { backend } = c.get("rt");
+  const { backend } = storesBackend(c);
   const store = writableStore(c);
   const fileId = c.req.param("file_id");
   const result = await fromBackend(
