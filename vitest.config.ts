@@ -34,6 +34,8 @@ function workerProject(name: string, wireMode: "responses" | "chat", include: st
           bindings: {
             TEST_MIGRATIONS: await readD1Migrations("./migrations/d1"),
             PARLEY_BACKEND_URL: inject("backendUrl"),
+            // A credential the deployment holds (a Worker secret), for MCP servers that name it as ${env.MCP_TURN_CREDENTIAL}.
+            MCP_TURN_CREDENTIAL: `Bearer ${inject("mcp").token}`,
             // Every test waits for what its requests left running; a short flush delay keeps that short.
             METRICS_FLUSH_DELAY_MS: "20",
           },

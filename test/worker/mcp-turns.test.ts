@@ -2,10 +2,7 @@
 // the scripted backend (which calls the tools its question names: #call-tool:NAME:{args}). The
 // gateway lists the tools, offers them to the model as functions, runs the calls, hands the results
 // back and loops; approvals gate calls until a client answers them, and an approved call runs once.
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, inject, it } from "vitest";
-import worker from "../../worker/index.ts";
 import { type CallOptions, call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
 
 const fake = inject("mcp");
@@ -312,16 +309,9 @@ describe("credentials of the turn's servers", () => {
   });
 
   it("a credential the deployment holds (${env.NAME}) reaches the server", async () => {
+    // The Worker and its Durable Objects share the deployment's secrets (vitest.config.ts binds this one).
     const config = configWith([{ name: "held", url: url("auth", label("held")), authorization_headers: { Authorization: "${env.MCP_TURN_CREDENTIAL}" } }]);
-    const ctx = createExecutionContext();
-    const request = new Request("http://parley.test/v1/query?user_id=olivia", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ query: "who #call-tool:whoami" }),
-    });
-    const response = await worker.fetch(request, { ...env, PARLEY_CONFIG: config, MCP_TURN_CREDENTIAL: `Bearer ${fake.token}` } as Env, ctx);
-    const body = await response.json<QueryBody>();
-    await waitOnExecutionContext(ctx);
+    const { body } = await ask({ query: "who #call-tool:whoami" }, { config });
     expect(body.tool_results.find((r) => r.content === "authorized")).toBeTruthy();
   });
 
