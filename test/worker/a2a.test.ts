@@ -267,7 +267,9 @@ describe("message/send", () => {
     const echoed = (task: Task) => echoedRequest(answerOf(task));
     const all = echoed(ok(await a2a.sendMessage({ message: userMessage("#echo-request") })) as Task);
     // A Chat Completions backend has no file_search: Parley searches the stores itself (README "Providers").
-    expect(all.tools).toEqual(wireMode() === "chat" ? undefined : [{ type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 10 }]);
+    // With neither rag list configured, the tool covers the configured store and every store the backend has.
+    const everyStore = [{ type: "file_search", vector_store_ids: expect.arrayContaining(["vs_docs", "portal-rag"]), max_num_results: 10 }];
+    expect(all.tools).toEqual(wireMode() === "chat" ? undefined : everyStore);
     expect(all.instructions).toBe("You are the A2A test prompt.");
     const none = echoed(ok(await a2a.sendMessage({ message: userMessage("#echo-request", { metadata: { vector_store_ids: [] } }) })) as Task);
     expect(none.tools).toBeUndefined();

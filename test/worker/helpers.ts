@@ -32,6 +32,15 @@ function speakingChat(config: Json): Json {
 /** The wire the tests' default backend speaks. */
 export const wireMode = () => inject("wireMode");
 
+/**
+ * Output items or tool calls other than searches. With no rag list configured, the server's
+ * file_search covers every store the backend has (REFERENCE), and for a Chat Completions backend
+ * Parley makes those searches itself before each model call, each shown as an item (README
+ * "Providers"): for tests about something else.
+ */
+export const unlessSearch = <T extends { type?: unknown; name?: unknown }>(items: T[]) =>
+  items.filter((item) => item.type !== "file_search_call" && item.name !== "file_search");
+
 /** The scripted backend's record of requests whose path ends with `suffix` and whose JSON body matches. */
 export async function backendRequests<Body = Record<string, unknown>>(suffix: string, match: (body: Body) => boolean): Promise<Array<{ method: string; path: string; body: Body }>> {
   const root = inject("backendUrl").replace(/\/v1$/, "");

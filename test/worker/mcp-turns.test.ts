@@ -3,7 +3,7 @@
 // gateway lists the tools, offers them to the model as functions, runs the calls, hands the results
 // back and loops; approvals gate calls until a client answers them, and an approved call runs once.
 import { describe, expect, inject, it } from "vitest";
-import { type CallOptions, call, callJson, echoedRequest, readSse, testConfig, wireMode } from "./helpers.ts";
+import { type CallOptions, call, callJson, echoedRequest, readSse, testConfig, unlessSearch, wireMode } from "./helpers.ts";
 
 const fake = inject("mcp");
 const label = (prefix: string) => `${prefix}-${crypto.randomUUID().slice(0, 8)}`;
@@ -49,7 +49,7 @@ describe("tools in a turn", () => {
     const config = configWith([{ name: "public", url: url("s", label("made-up")) }]);
     const first = await ask({ query: "use #call-tool:no_such_tool:{}" }, { config });
     expect(first.status).toBe(200);
-    expect(first.body.tool_calls.map((c) => c.name)).toEqual(["mcp_list_tools"]);
+    expect(unlessSearch(first.body.tool_calls).map((c) => c.name)).toEqual(["mcp_list_tools"]);
     // The model was told, and answered (with a client's function it would have waited for the client).
     const told = await respond({ input: "use #call-tool:no_such_tool:{} then say #echo-request" }, { config });
     const said = ofType(told.body.output, "message").at(-1)!.content as Array<{ text: string }>;
@@ -82,9 +82,9 @@ describe("tools in a turn", () => {
     const config = configWith([{ name: "public", url: url("s", label("query")) }]);
     const { status, body } = await ask({ query: 'add #call-tool:add:{"a":2,"b":3}' }, { config });
     expect(status).toBe(200);
-    expect(body.tool_calls.map((c) => c.name)).toEqual(["mcp_list_tools", "add"]);
-    expect(body.tool_calls[1]).toMatchObject({ args: { a: 2, b: 3, server_label: "public" }, type: "tool_call" });
-    expect(body.tool_results[1]).toMatchObject({ status: "success", content: "5", type: "tool_result" });
+    expect(unlessSearch(body.tool_calls).map((c) => c.name)).toEqual(["mcp_list_tools", "add"]);
+    expect(body.tool_calls.find((c) => c.name === "add")).toMatchObject({ args: { a: 2, b: 3, server_label: "public" }, type: "tool_call" });
+    expect(body.tool_results.find((r) => r.content === "5")).toMatchObject({ status: "success", type: "tool_result" });
     expect(body.response).toContain("5");
 
     const stream = await call("/v1/streaming_query", { user: "olivia", config, json: { query: 'add #call-tool:add:{"a":1,"b":1}' } });
@@ -101,7 +101,7 @@ describe("tools in a turn", () => {
     const hiddenEvents = (await readSse(hidden)).filter((e) => e.event).map((e) => e.data as Record<string, unknown>);
     expect(hiddenEvents.some((e) => String(e.type).includes("mcp"))).toBe(false);
     const done = hiddenEvents.find((e) => e.type === "response.completed")!.response as { output: Item[] };
-    expect(done.output.map((item) => item.type)).toEqual(["message", "message"]);
+    expect(unlessSearch(done.output).map((item) => item.type)).toEqual(["message", "message"]);
 
     const own = await call("/v1/responses", {
       user: "olivia",
@@ -133,7 +133,7 @@ describe("tools in a turn", () => {
     const input = 'hello #call-tool:public__add:{"a":1,"b":2} #call-tool:gated__echo:{"text":"g"}';
     const json = await respond({ input }, { config });
     expect(json.status).toBe(200);
-    expect(json.body.output.map((item) => item.type)).toEqual(["message", "mcp_approval_request"]);
+    expect(unlessSearch(json.body.output).map((item) => item.type)).toEqual(["message", "mcp_approval_request"]);
     expect(JSON.stringify(json.body)).not.toContain("failed while listing");
     const stream = await call("/v1/responses", { user: "olivia", config, json: { input, stream: true } });
     const completed = (await readSse(stream)).map((e) => e.data as Record<string, unknown>).find((e) => e.type === "response.completed")!;

@@ -286,7 +286,9 @@ describe("query tools", () => {
     const offered = echoedRequest(all.body.response).tools as Array<{ type: string; name?: string }>;
     // A Chat Completions backend has no file_search tool: Parley searches the tool stores itself.
     const functions = wireMode() === "chat" ? offered : offered.slice(1);
-    if (wireMode() !== "chat") expect(offered[0]).toEqual({ type: "file_search", vector_store_ids: ["vs_docs"], max_num_results: 10 });
+    // With neither rag list configured, the tool covers the configured store and every store the backend has.
+    const everyStore = { type: "file_search", vector_store_ids: expect.arrayContaining(["vs_docs", "portal-rag"]), max_num_results: 10 };
+    if (wireMode() !== "chat") expect(offered[0]).toEqual(everyStore);
     expect(functions.every((tool) => tool.type === "function")).toBe(true);
     expect(offered.map((tool) => tool.name)).toContain("echo");
     const none = await ask({ query: "#echo-request", no_tools: true }, { config });

@@ -174,6 +174,45 @@ describe("tool retrieval", () => {
   });
 });
 
+describe("tool retrieval with neither list configured (REFERENCE: every store of the backend)", () => {
+  const bare = testConfig();
+
+  /** The stores the model was offered for a question: sent in the tool (Responses), or searched by Parley (Chat Completions). */
+  const offeredStores = async (config: string): Promise<string[]> => {
+    const question = `#echo-request which stores ${crypto.randomUUID()}`;
+    const res = await ask({ query: question }, config);
+    expect(res.status).toBe(200);
+    if (wireMode() !== "chat") {
+      const tools = (echoedRequest(res.body.response).tools ?? []) as Array<{ type: string; vector_store_ids?: string[] }>;
+      return tools.flatMap((offered) => offered.vector_store_ids ?? []);
+    }
+    return (await backendRequests<{ query: string }>("/search", (body) => body.query === question)).map((search) => search.path.split("/").at(-2)!);
+  };
+
+  it("offers the model every store the backend has, and searches them when it asks", async () => {
+    const res = await ask({ query: "#file-search quota reset schedule" }, bare);
+    expect(res.body.tool_calls.map((c) => c.name)).toEqual(["file_search"]);
+    // The backend's ids: no configured store names them otherwise.
+    expect(new Set(res.body.rag_chunks.map((chunk) => chunk.source))).toContain("vs_docs");
+    expect(await offeredStores(bare)).toEqual(expect.arrayContaining(["vs_docs", "portal-rag"]));
+  });
+
+  it("offers a store created through the gateway at once, and no longer once it is deleted there", async () => {
+    const made = await callJson<{ id: string }>("/v1/vector-stores", { json: { name: "offered at once" }, user: "rhea", config: bare });
+    expect(made.status).toBe(200);
+    expect(await offeredStores(bare)).toContain(made.body.id);
+    expect((await callJson(`/v1/vector-stores/${made.body.id}`, { method: "DELETE", user: "rhea", config: bare })).status).toBe(200);
+    expect(await offeredStores(bare)).not.toContain(made.body.id);
+  });
+
+  it("offers none when only inline stores are configured", async () => {
+    const inlineOnly = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }], rag: { inline: ["docs"] } });
+    const res = await ask({ query: "#file-search quota reset schedule" }, inlineOnly);
+    expect(res.body.tool_calls).toEqual([]);
+    expect(new Set(res.body.rag_chunks.map((chunk) => chunk.source))).toEqual(new Set(["docs"]));
+  });
+});
+
 describe("both strategies", () => {
   const both = testConfig({
     byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }],

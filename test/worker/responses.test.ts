@@ -1,7 +1,7 @@
 // POST /v1/responses driven by the official openai package, pointed at the Worker.
 import OpenAI from "openai";
 import { describe, expect, inject, it } from "vitest";
-import { call, callJson, echoedRequest, openaiClient, readSse, testConfig, wireMode } from "./helpers.ts";
+import { call, callJson, echoedRequest, openaiClient, readSse, testConfig, unlessSearch, wireMode } from "./helpers.ts";
 
 const mcpFake = inject("mcp");
 
@@ -216,9 +216,14 @@ describe("POST /v1/responses rules", () => {
     const config = testConfig({ mcp_servers: [{ name: "docs", url: `${mcpFake.base}/s/responses-tools/mcp` }] });
     const offered = (res: { body: Record<string, unknown> }) => echoedRequest(res.body.output_text as string).tools as Array<{ type: string; name: string }>;
     const serverOnly = await post({ input: "#echo-request" }, { config });
-    expect(offered(serverOnly).map((t) => t.type)).toEqual(Array(offered(serverOnly).length).fill("function"));
-    expect(offered(serverOnly).map((t) => t.name)).toContain("echo");
-    expect(serverOnly.body.tools).toEqual([]);
+    // The server's tools: its MCP servers' as functions and, with no rag list configured, file_search
+    // over every store the backend has (a Chat Completions backend is not sent it: Parley searches).
+    const fileSearch = { type: "file_search", vector_store_ids: expect.arrayContaining(["vs_docs", "portal-rag"]), max_num_results: 10 };
+    const serverFunctions = wireMode() === "chat" ? offered(serverOnly) : offered(serverOnly).slice(1);
+    if (wireMode() !== "chat") expect(offered(serverOnly)[0]).toEqual(fileSearch);
+    expect(serverFunctions.map((t) => t.type)).toEqual(Array(serverFunctions.length).fill("function"));
+    expect(serverFunctions.map((t) => t.name)).toContain("echo");
+    expect(serverOnly.body.tools).toEqual([fileSearch]);
 
     const fn = { type: "function", name: "lookup", parameters: { type: "object", properties: {} } };
     const clientOnly = await post({ input: "#echo-request", tools: [fn] }, { config });
@@ -227,15 +232,15 @@ describe("POST /v1/responses rules", () => {
     const merged = await post({ input: "#echo-request", tools: [fn] }, { config, headers: { "X-SVC-Merge-Server-Tools": "true" } });
     expect(offered(merged)[0]!.name).toBe("lookup");
     expect(offered(merged).map((t) => t.name)).toContain("echo");
-    expect((merged.body.tools as Array<{ type: string }>).map((t) => t.type)).toEqual(["function"]);
+    expect((merged.body.tools as Array<{ type: string }>).map((t) => t.type)).toEqual(["function", "file_search"]);
 
     const rag = testConfig({ byok_rag: [{ rag_id: "docs", vector_db_id: "vs_docs", db_path: "/data/docs" }] });
-    const fileSearch = await post(
+    const conflicting = await post(
       { input: "x", tools: [{ type: "file_search", vector_store_ids: ["docs"] }] },
       { config: rag, headers: { "X-SVC-Merge-Server-Tools": "true" } },
     );
-    expect(fileSearch.status).toBe(409);
-    expect(fileSearch.body.detail!.response).toBe("Tool conflict detected");
+    expect(conflicting.status).toBe(409);
+    expect(conflicting.body.detail!.response).toBe("Tool conflict detected");
   });
 
   it("takes an allowed_tools filter without a type as allowing no tool, as the original does", async () => {
@@ -268,12 +273,12 @@ describe("POST /v1/responses rules", () => {
     );
     // The client's function call waits for the client: the gateway runs the server's call and the turn ends.
     // The server's own MCP items are not shown (UPSTREAM "MCP"), yet they are what counts.
-    expect((res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call", "message"]);
+    expect(unlessSearch(res.body.output as Array<{ type: string }>).map((item) => item.type)).toEqual(["function_call", "message"]);
     const detail = await callJson<{ chat_history: Array<{ tool_calls: Array<{ name: string }> }> }>(
       `/v1/conversations/${String(res.body.conversation)}`,
       { user: "olivia" },
     );
-    expect(detail.body.chat_history[0]!.tool_calls.map((call) => call.name)).toEqual(["mcp_list_tools", "echo"]);
+    expect(unlessSearch(detail.body.chat_history[0]!.tool_calls).map((call) => call.name)).toEqual(["mcp_list_tools", "echo"]);
   });
 
   it("renders stored prompts with variables", async () => {

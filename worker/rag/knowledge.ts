@@ -38,6 +38,11 @@ export interface KnowledgeSources {
   inline: string[];
   /** rag ids offered to the model through file_search. */
   tool: string[];
+  /**
+   * Neither list is configured: the tool covers every store, the backend's as it lists them
+   * (rag/backend-stores.ts) besides the configured ones in `tool`.
+   */
+  everyBackendStore: boolean;
   /** Present when the portal source is configured or listed. */
   portal: PortalSettings | null;
   retrieval: RetrievalSettings;
@@ -109,9 +114,11 @@ function buildSources(config: Config): KnowledgeSources {
       chunkFilterQuery: portalConfig?.chunk_filter_query ?? null,
     };
   }
-  // SPEC: with neither list given, every store is registered for the tool strategy.
-  if (inline.length === 0 && tool.length === 0) tool = stores.map((store) => store.ragId);
-  return { stores, inline, tool, portal, retrieval };
+  // SPEC: with neither list given, every store is registered for the tool strategy (REFERENCE:
+  // every store of the backend; the configured ones also when the backend does not list them).
+  const everyBackendStore = inline.length === 0 && tool.length === 0;
+  if (everyBackendStore) tool = stores.map((store) => store.ragId);
+  return { stores, inline, tool, everyBackendStore, portal, retrieval };
 }
 
 /** The configured store a client or backend id names, if any. */

@@ -15,6 +15,7 @@ import { guard } from "../middleware.ts";
 import { streamFilePart } from "../multipart.ts";
 import { apiBackend, notServed, routeMissing } from "../backends/providers.ts";
 import { backendError, resourceCall } from "../turn/backend-errors.ts";
+import { forgetListedStores } from "../rag/backend-stores.ts";
 import { isPortalStore, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import { readJson } from "../validation.ts";
 
@@ -125,7 +126,7 @@ function storeFileView(config: Config, file: VectorStoreFile) {
 /** The backend holding vector stores (README "Providers": inference_backend, or a provider serving them), and the configuration. */
 function storesBackend(c: Context<AppEnv>) {
   const rt = c.get("rt");
-  return { config: rt.config, backend: apiBackend(rt.backends, "vector_stores").client };
+  return { config: rt.config, backends: rt.backends, backend: apiBackend(rt.backends, "vector_stores").client };
 }
 
 /** A call about vector stores (resourceCall). */
@@ -204,10 +205,11 @@ knowledge.get("/v1/vector-stores", guard(ACTIONS.readVectorStores), async (c) =>
 });
 
 knowledge.post("/v1/vector-stores", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { config, backend } = storesBackend(c);
+  const { config, backends, backend } = storesBackend(c);
   const body = await readJson(c, CreateStoreSchema);
   // The openai types know only OpenAI's fields; the extension fields ride along in the JSON body.
   const store = await fromBackend(() => backend.vectorStores.create(defined(body)));
+  forgetListedStores(backends);
   return c.json(storeView(config, store));
 });
 
@@ -237,9 +239,10 @@ knowledge.put("/v1/vector-stores/:vector_store_id", guard(ACTIONS.manageVectorSt
 });
 
 knowledge.delete("/v1/vector-stores/:vector_store_id", guard(ACTIONS.manageVectorStores), async (c) => {
-  const { backend } = storesBackend(c);
+  const { backends, backend } = storesBackend(c);
   const store = writableStore(c);
   const result = await fromBackend(() => backend.vectorStores.delete(store.backendId), () => storeNotFound(store));
+  forgetListedStores(backends);
   return c.json({
     deleted: result.deleted,
     vector_store_id: store.id,

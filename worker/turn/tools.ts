@@ -11,6 +11,7 @@ import type { McpServer } from "../domain/mcp.ts";
 import { errors } from "../errors.ts";
 import { resourceCall } from "./backend-errors.ts";
 import { clientMcpServer } from "../mcp/servers.ts";
+import { listedStores } from "../rag/backend-stores.ts";
 import { findStore, isPortalStore, knowledgeSources, toBackendStoreId, toClientStoreId } from "../rag/knowledge.ts";
 import { staticFilter } from "../rag/retrieval.ts";
 import { allOf, type SearchFilter } from "../rag/solr.ts";
@@ -53,13 +54,19 @@ async function checkClientStores(config: Config, backends: Backends, ids: readon
   );
 }
 
-/** The server's file_search tool, over the tool stores (or the request's). */
-function serverFileSearch(config: Config, vectorStoreIds?: string[] | null): Tool[] {
-  const stores = vectorStoreIds ?? knowledgeSources(config).tool;
-  if (stores.length === 0) return [];
+/**
+ * The server's file_search tool, over the request's stores, else the tool stores: with neither
+ * list configured, every store the backend lists besides the configured ones (backend-stores.ts).
+ */
+async function serverFileSearch(context: PlanContext, vectorStoreIds?: string[] | null): Promise<Tool[]> {
+  const { config, backends } = context.rt;
+  const sources = knowledgeSources(config);
+  const stores = new Set((vectorStoreIds ?? sources.tool).map((id) => toBackendStoreId(config, id)));
+  if (!vectorStoreIds && sources.everyBackendStore) for (const id of (await listedStores(backends)) ?? []) stores.add(id);
+  if (stores.size === 0) return [];
   // As many results as the configuration gives the tool (rag.retrieval.tool.max_chunks; 10 otherwise), within the backend's bound.
-  const results = Math.min(knowledgeSources(config).retrieval.toolMaxChunks, MAX_SEARCH_RESULTS);
-  return [{ type: "file_search", vector_store_ids: stores.map((id) => toBackendStoreId(config, id)), max_num_results: results }];
+  const results = Math.min(sources.retrieval.toolMaxChunks, MAX_SEARCH_RESULTS);
+  return [{ type: "file_search", vector_store_ids: [...stores], max_num_results: results }];
 }
 
 /**
@@ -105,19 +112,17 @@ export async function serverTools(
 ): Promise<{ params: BackendParams; mcpServers: McpServer[] }> {
   const config = context.rt.config;
   if (vectorStoreIds) await checkClientStores(config, context.rt.backends, vectorStoreIds);
-  return {
-    params: fileSearch ? backendTools(config, serverFileSearch(config, vectorStoreIds)) : {},
-    mcpServers: mcp ? (await context.mcpServers()).servers : [],
-  };
+  const [fileSearchTool, servers] = await Promise.all([fileSearch ? serverFileSearch(context, vectorStoreIds) : [], mcp ? context.mcpServers() : null]);
+  return { params: backendTools(config, fileSearchTool), mcpServers: servers?.servers ?? [] };
 }
 
 /** The tools of a responses request: the client's (ids translated), the server's, or both merged. */
 export async function resolveTools(context: PlanContext, requested: Tool[] | null | undefined, merge: boolean): Promise<TurnTools> {
   const config = context.rt.config;
   const serverSide = async () => {
-    const servers = await context.mcpServers();
+    const [servers, fileSearch] = await Promise.all([context.mcpServers(), serverFileSearch(context)]);
     return {
-      fileSearch: serverFileSearch(config),
+      fileSearch,
       servers: servers.servers,
       // A client tool may not take the name of a server the caller lacks credentials for either.
       labels: new Set([...servers.servers.map((server) => server.name), ...servers.skipped.map((server) => server.name)]),

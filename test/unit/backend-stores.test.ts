@@ -1,0 +1,63 @@
+// The backend's store list behind the tool strategy's fallback (worker/rag/backend-stores.ts): kept
+// per configuration for its TTL, refreshed when the gateway changed the stores, and never a reason
+// for a turn to fail. Against the scripted backend, which lists stores as OpenAI does.
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { buildBackends, type Backends } from "../../worker/backends/providers.ts";
+import { parseConfig } from "../../worker/config/load.ts";
+import { forgetListedStores, listedStores, STORE_LIST_TTL_MS } from "../../worker/rag/backend-stores.ts";
+import { startScriptedBackend, type ScriptedBackend } from "../fakes/scripted-backend.ts";
+
+let backend: ScriptedBackend;
+
+beforeAll(async () => {
+  backend = await startScriptedBackend();
+});
+afterAll(() => backend.close());
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+function backendsAt(url: string): Backends {
+  const parsed = parseConfig(JSON.stringify({ inference_backend: { url, max_retries: 0 } }), {});
+  if (!parsed.ok) throw new Error(JSON.stringify(parsed.problems));
+  const built = buildBackends(parsed.config, {});
+  if (!built.ok) throw new Error(JSON.stringify(built.problems));
+  return built.backends;
+}
+
+const listings = () => backend.requests.filter((request) => request.method === "GET" && request.path === "/v1/vector_stores").length;
+
+describe("the backend's store list", () => {
+  it("is listed once per TTL, and again at once after the gateway changed the stores", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const backends = backendsAt(backend.url);
+    const before = listings();
+    const [first, second] = await Promise.all([listedStores(backends), listedStores(backends)]);
+    expect(first).toEqual(expect.arrayContaining(["vs_docs", "portal-rag"]));
+    expect(second).toEqual(first);
+    expect(listings() - before).toBe(1);
+
+    vi.advanceTimersByTime(STORE_LIST_TTL_MS - 1);
+    await listedStores(backends);
+    expect(listings() - before).toBe(1);
+    vi.advanceTimersByTime(1);
+    await listedStores(backends);
+    expect(listings() - before).toBe(2);
+
+    forgetListedStores(backends);
+    await listedStores(backends);
+    expect(listings() - before).toBe(3);
+  });
+
+  it("is null, logged, when the backend has no such list or is down, and not asked again within the TTL", async () => {
+    const warned = vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    for (const url of [`${backend.url}/no-such-api`, "http://127.0.0.1:9/v1"]) {
+      const backends = backendsAt(url);
+      expect(await listedStores(backends)).toBeNull();
+      expect(await listedStores(backends)).toBeNull();
+    }
+    expect(warned).toHaveBeenCalledTimes(2);
+    expect(String(warned.mock.calls[0]![0])).toContain("could not list the stores");
+  });
+});
