@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { usageWasEstimated } from "../../worker/backends/chat-events.ts";
 import type { ResponsesParams } from "../../worker/backends/chat-request.ts";
 import { callModel } from "../../worker/backends/model-call.ts";
+import type { CallRequestOptions } from "../../worker/backends/model-request.ts";
 import { listProviderModels } from "../../worker/backends/provider-models.ts";
 import { buildBackends, routeModel, type Backends } from "../../worker/backends/providers.ts";
 import { parseConfig } from "../../worker/config/load.ts";
@@ -55,12 +56,12 @@ interface Outcome {
   collected: Collected;
 }
 
-async function ask(wire: Wire, params: Omit<ResponsesParams, "model">, streaming: boolean, setupOf = setup(wire)): Promise<Outcome> {
+async function ask(wire: Wire, params: Omit<ResponsesParams, "model">, streaming: boolean, setupOf = setup(wire), searches?: CallRequestOptions["searches"]): Promise<Outcome> {
   const { models } = await listProviderModels(setupOf.backends);
   const model = models.find((candidate) => candidate.identifier === "scripted/parley-small" || candidate.provider_resource_id === "parley-small")!;
   const route = routeModel(setupOf.backends, model);
   expect(route.wire).toBe(wire);
-  const stream = await callModel(setupOf.backends, route, { ...params, model: model.identifier, store: false }, streaming, { signal: new AbortController().signal });
+  const stream = await callModel(setupOf.backends, route, { ...params, model: model.identifier, store: false }, streaming, { signal: new AbortController().signal, searches });
   const events: ResponseStreamEvent[] = [];
   const collected = await collect(stream, new AbortController().signal, async (event) => void events.push(event));
   return { events, collected };
@@ -212,6 +213,26 @@ describe.each(WIRES)("the model call over %s", (wire) => {
       "response.file_search_call.searching",
       "response.file_search_call.completed",
     ]);
+  });
+});
+
+describe("file_search for a Chat Completions backend", () => {
+  it("searches once per turn: the tool loop's later model calls reuse the search, unshown, its passages still given", async () => {
+    const searches: NonNullable<CallRequestOptions["searches"]> = new Map();
+    const question = `how does the quota reset? ${crypto.randomUUID()}`;
+    const params = { input: question, tools: [{ type: "file_search" as const, vector_store_ids: ["vs_docs"], max_num_results: 3 }] };
+    const items = (outcome: Outcome) => outcome.collected.response!.output.map((item) => item.type);
+    const first = await ask("chat", params, false, undefined, searches);
+    const again = await ask("chat", params, true, undefined, searches);
+    expect(items(first)).toEqual(["file_search_call", "message"]);
+    expect(items(again)).toEqual(["message"]);
+    const searched = backend.requests.filter((request) => request.path.endsWith("/search") && (request.body as { query?: string } | null)?.query === question);
+    expect(searched).toHaveLength(1);
+    const systems = backend.requests
+      .filter((request) => request.path === "/v1/chat/completions" && JSON.stringify(request.body).includes(question))
+      .map((request) => (request.body as { messages: Array<{ role: string; content: string }> }).messages[0]!);
+    expect(systems).toHaveLength(2);
+    for (const system of systems) expect(system).toMatchObject({ role: "system", content: expect.stringContaining("Passages found by file search") });
   });
 });
 

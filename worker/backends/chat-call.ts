@@ -39,8 +39,14 @@ export async function startChatCompletion(
     }
     const results: FileSearchResult[] = [];
     for (const tool of chat.fileSearch) {
-      const found = await options.fileSearch(tool, chat.question, request.signal);
-      leading.push(fileSearchCall(chat.question, found));
+      // A search this turn already made (the tool loop's earlier call) informs the model again, unshown.
+      const key = JSON.stringify([tool, chat.question]);
+      let found = request.searches?.get(key);
+      if (!found) {
+        found = await options.fileSearch(tool, chat.question, request.signal);
+        request.searches?.set(key, found);
+        leading.push(fileSearchCall(chat.question, found));
+      }
       results.push(...found);
     }
     messages = withSystemContext(messages, fileSearchContext(results));

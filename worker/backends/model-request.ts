@@ -10,12 +10,19 @@ import type OpenAI from "openai";
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
 import { Stream } from "openai/core/streaming";
 import { MalformedAnswer, unreadable } from "./answer-shapes.ts";
+import type { FileSearchResult } from "./file-search.ts";
 
 export interface CallRequestOptions {
   /** What stops a model call: an interrupt, a client gone, the caller's time-out. */
   signal: AbortSignal;
   /** Called once the request has been handed to fetch, before its answer (a turn's running marker); must not throw. */
   sent?: () => void;
+  /**
+   * The searches Parley made for a Chat Completions backend in this turn's earlier model calls, by
+   * tool and question (chat-call.ts): the tool loop's later calls reuse them instead of searching
+   * and showing the same search again.
+   */
+  searches?: Map<string, FileSearchResult[]>;
 }
 
 type Prepared = Promise<{ url: string; headers: HeadersInit }>;

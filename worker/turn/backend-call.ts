@@ -62,7 +62,7 @@ export async function startModelCall(
   // Store ids go out in the backend's form (tools.ts) and come back in the client's.
   const translated = knowledgeSources(rt.config).stores.length > 0 ? (event: ResponseStreamEvent) => withClientStoreIds(rt.config, event) : null;
   try {
-    const stream = await callModel(rt.backends, route, params, streaming, { signal: call.signal, sent: request.sent });
+    const stream = await callModel(rt.backends, route, params, streaming, { signal: call.signal, sent: request.sent, searches: request.searches });
     if (!streaming) {
       done();
       return translated ? mapEvents(stream, translated) : stream;

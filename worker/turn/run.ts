@@ -132,6 +132,8 @@ export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: Prepared
 
   const mcp = plan.mcp ?? NO_MCP;
   const own = plan.params.tools ?? [];
+  // The loop's model calls share the turn's searches (CallRequestOptions.searches).
+  const loopCall = { ...call, searches: new Map() };
   const toolbox = await openToolbox(mcp.servers, new Set(own.flatMap((tool) => (tool.type === "function" ? [tool.name] : []))), signal);
   return answerWithTools(
     ({ resumed, extra }, { offerTools, toolChoice }) => {
@@ -146,7 +148,7 @@ export async function openAnswer(rt: Runtime, plan: TurnPlan, prepared: Prepared
           tool_choice: offered.length > 0 ? (toolChoice as typeof params.tool_choice) : undefined,
         },
         plan.streaming,
-        call,
+        loopCall,
       );
     },
     { ...tools, toolbox, mcp, toolChoice: params.tool_choice, signal },
