@@ -85,7 +85,9 @@ describe("tools in a turn", () => {
     expect(unlessSearch(body.tool_calls).map((c) => c.name)).toEqual(["mcp_list_tools", "add"]);
     expect(body.tool_calls.find((c) => c.name === "add")).toMatchObject({ args: { a: 2, b: 3, server_label: "public" }, type: "tool_call" });
     expect(body.tool_results.find((r) => r.content === "5")).toMatchObject({ status: "success", type: "tool_result" });
-    expect(body.response).toContain("5");
+    // Each model call's message, trimmed and joined with a space, as the original's llm_response.
+    const question = 'add #call-tool:add:{"a":2,"b":3}';
+    expect(body.response).toBe(`[user_turns=1] You said: ${question} [user_turns=1] You said: ${question} [tool outputs: 5]`);
 
     const stream = await call("/v1/streaming_query", { user: "olivia", config, json: { query: 'add #call-tool:add:{"a":1,"b":1}' } });
     const events = (await readSse(stream)).map((e) => e.data as { event: string; data: Record<string, unknown> });

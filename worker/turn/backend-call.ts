@@ -94,7 +94,7 @@ async function* mapEvents(events: AsyncIterable<ResponseStreamEvent>, map: (even
   for await (const event of events) yield map(event);
 }
 
-/** The answer text of a backend response: its output messages' text parts. */
+/** The answer text of a backend response: its output messages' text parts, as OpenAI's `output_text` joins them. */
 export function responseText(response: Pick<BackendResponse, "output">): string {
   let text = "";
   for (const item of response.output) {
@@ -102,6 +102,22 @@ export function responseText(response: Pick<BackendResponse, "output">): string 
     for (const part of item.content) if (part.type === "output_text") text += part.text;
   }
   return text;
+}
+
+/**
+ * The answer a turn records and the query endpoints give (`response`, the stream's closing
+ * `turn_complete`, /v1/infer's text), as the original system reads it from the output: each
+ * message's text and refusal parts trimmed, then the parts and the messages joined with a space,
+ * so that the messages of a tool loop's rounds do not run together.
+ */
+export function answerText(response: Pick<BackendResponse, "output">): string {
+  const fragments: string[] = [];
+  for (const item of response.output) {
+    if (item.type !== "message") continue;
+    const parts = item.content.map((part) => (part.type === "output_text" ? part.text : part.refusal).trim()).filter((text) => text !== "");
+    if (parts.length > 0) fragments.push(parts.join(" "));
+  }
+  return fragments.join(" ");
 }
 
 /**

@@ -8,7 +8,7 @@ import type { ModerationShieldConfig } from "../config/schema.ts";
 import type { TokenUsage, TurnStatus } from "../domain/conversation.ts";
 import { errors, type ApiError } from "../errors.ts";
 import type { Runtime } from "../runtime.ts";
-import { responseText } from "./backend-call.ts";
+import { answerText } from "./backend-call.ts";
 import { backendError } from "./backend-errors.ts";
 import { blockedEvents, moderate, type ShieldVerdict } from "./shields.ts";
 
@@ -85,7 +85,7 @@ export async function collect(
     result.error = errors.internal("the inference backend ended its answer before finishing it");
   }
   if (result.response) {
-    result.text = responseText(result.response) || result.text;
+    result.text = answerText(result.response) || result.text.trim();
     const usage = result.response.usage;
     if (usage) result.usage = { input: usage.input_tokens, output: usage.output_tokens };
   }
