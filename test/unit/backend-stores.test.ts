@@ -33,9 +33,9 @@ describe("the backend's store list", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const backends = backendsAt(backend.url);
     const before = listings();
-    const [first, second] = await Promise.all([listedStores(backends), listedStores(backends)]);
+    const first = await listedStores(backends);
     expect(first).toEqual(expect.arrayContaining(["vs_docs", "portal-rag"]));
-    expect(second).toEqual(first);
+    expect(await listedStores(backends)).toEqual(first);
     expect(listings() - before).toBe(1);
 
     vi.advanceTimersByTime(STORE_LIST_TTL_MS - 1);
@@ -48,6 +48,24 @@ describe("the backend's store list", () => {
     forgetListedStores(backends);
     await listedStores(backends);
     expect(listings() - before).toBe(3);
+  });
+
+  it("is never a listing another turn has pending, and a listing begun before a change is not kept", async () => {
+    const backends = backendsAt(backend.url);
+    const before = listings();
+    // Two turns that find no list at once each list: neither awaits the other's request.
+    const [first, second] = await Promise.all([listedStores(backends), listedStores(backends)]);
+    expect(second).toEqual(first);
+    expect(listings() - before).toBe(2);
+
+    forgetListedStores(backends);
+    const pending = listedStores(backends);
+    forgetListedStores(backends);
+    expect(await pending).toEqual(first);
+    await listedStores(backends);
+    expect(listings() - before).toBe(4);
+    await listedStores(backends);
+    expect(listings() - before).toBe(4);
   });
 
   it("is null, logged, when the backend has no such list or is down, and not asked again within the TTL", async () => {

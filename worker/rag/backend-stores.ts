@@ -14,28 +14,35 @@ export const MAX_LISTED_STORES = 100;
 interface Listing {
   at: number;
   /** Backend store ids; null when the backend could not list them (the configured stores apply). */
-  ids: Promise<string[] | null>;
+  ids: string[] | null;
 }
 
+// Settled, plain data only (as provider-models.ts keeps its listings): workerd ties a request's I/O
+// to that request, so a turn never awaits a listing another request started. Turns that find no
+// fresh list at the same moment each list once.
 const listings = new WeakMap<Backends, Listing>();
+/** How many times the gateway changed the stores: a listing begun before a change is not kept. */
+const changes = new WeakMap<Backends, number>();
 
 /**
  * The ids of the stores the backend serving vector stores has, at most MAX_LISTED_STORES of them;
  * null when no backend serves vector stores or the listing failed (logged; tried again after the
  * TTL, so that a backend without the API is not asked on every turn).
  */
-export function listedStores(backends: Backends): Promise<string[] | null> {
-  const now = Date.now();
+export async function listedStores(backends: Backends): Promise<string[] | null> {
   const kept = listings.get(backends);
-  if (kept && now - kept.at < STORE_LIST_TTL_MS) return kept.ids;
-  const ids = listStores(backends);
-  listings.set(backends, { at: now, ids });
+  if (kept && Date.now() - kept.at < STORE_LIST_TTL_MS) return kept.ids;
+  const at = Date.now();
+  const changed = changes.get(backends) ?? 0;
+  const ids = await listStores(backends);
+  if ((changes.get(backends) ?? 0) === changed) listings.set(backends, { at, ids });
   return ids;
 }
 
 /** Forgets the kept list: the next turn lists again (after a store was created or deleted here). */
 export function forgetListedStores(backends: Backends): void {
   listings.delete(backends);
+  changes.set(backends, (changes.get(backends) ?? 0) + 1);
 }
 
 async function listStores(backends: Backends): Promise<string[] | null> {
