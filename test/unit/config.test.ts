@@ -659,6 +659,53 @@ describe("document formats", () => {
     expect(problems(`${MINIMAL}conversation_cache: {memory: {max_entries: 5}}\n`)).toEqual(["conversation_cache.memory: type: required when a cache backend is configured"]);
   });
 
+  it("reads a null setting at any depth as left out, as the original's Optional fields read None", () => {
+    // As the original's older example configurations and a pydantic dump of its model write them.
+    const text = [
+      "inference_backend:",
+      "  url: http://127.0.0.1:8321/v1",
+      "  api_key: null",
+      "  config: {baseline: byo-llm, profile: null}",
+      "user_data_collection:",
+      "  feedback_enabled: false",
+      "  data_collector:",
+      "    enabled: false",
+      "    ingress_server_url: null",
+      "    ingress_server_auth_token:",
+      "    ingress_content_service_name: ~",
+      "mcp_servers:",
+      "  - {name: tools, url: http://127.0.0.1:9000/mcp, authorization_headers: null, timeout: null}",
+      "",
+    ].join("\n");
+    const config = accepted(parseConfig(text, {}));
+    expect(config.inference_backend.api_key).toBeUndefined();
+    expect(config.user_data_collection.data_collector.ingress_server_url).toBeUndefined();
+    expect(config.mcp_servers[0]).toMatchObject({ name: "tools" });
+    // A setting that may not be left out is reported missing, not as a null of the wrong type.
+    expect(problems("inference_backend: {url: null}\n")).toEqual([expect.stringMatching(/^inference_backend\.url: required/)]);
+  });
+
+  it("loads the original's newer settings it does not act on, with their values checked, and names them", () => {
+    const text = [
+      MINIMAL.trimEnd(),
+      "  tls_security_profile: {type: ModernType, minTLSVersion: VersionTLS13, ciphers: [TLS_AES_128_GCM_SHA256]}",
+      "a2a_agents:",
+      "  agents:",
+      "    - {name: openshift-agent, url: http://openshift-ls:8082, timeout: 30, max_retries: 3}",
+      "    - {name: ansible-agent, url: http://ansible-ls:8081, auth_token: agent-token-0042}",
+      "",
+    ].join("\n");
+    const result = parseConfig(text, {});
+    const config = accepted(result);
+    expect(inertSettings(config)).toEqual(["a2a_agents", "inference_backend.tls_security_profile"]);
+    expect(result.secrets).toContain("agent-token-0042");
+    expect(problems(`${MINIMAL}a2a_agents: {agents: [{name: a, url: not-a-url}, {name: a, url: http://x, token: t}]}\n`)).toEqual([
+      "a2a_agents.agents.0.url: expected an http or https URL",
+      "a2a_agents.agents.1.token: unknown key",
+      'a2a_agents.agents.1.name: duplicate agent name "a"',
+    ]);
+  });
+
   it("reads the original's newer forms: the ogx section, agent card security_schemes, approvals as durations, a provider's id", () => {
     const text = [
       "ogx:",

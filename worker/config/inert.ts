@@ -28,6 +28,9 @@ const CHECKS: Array<[name: string, present: (config: Config) => boolean]> = [
   ["a2a_state", (config) => config.a2a_state !== undefined],
   ["azure_entra_id", (config) => config.azure_entra_id !== undefined],
   ["skills.paths", (config) => config.skills.paths.length > 0],
+  ["a2a_agents", (config) => (config.a2a_agents?.agents.length ?? 0) > 0],
+  // Workers' fetch negotiates TLS itself, against the public roots.
+  ["inference_backend.tls_security_profile", (config) => config.inference_backend.tls_security_profile !== undefined],
   ["service.tls_config", (config) => Object.values(config.service.tls_config).some((value) => value !== undefined)],
   ["service.workers", (config) => changed(config.service.workers, ServiceSchema.shape.workers)],
   ["service.root_path", (config) => changed(config.service.root_path, ServiceSchema.shape.root_path)],

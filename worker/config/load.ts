@@ -117,12 +117,11 @@ const FORMER_KEYS: Array<{ section: readonly string[]; former: string; name: str
 
 /**
  * The document with a former name taken as SPEC's, unless both are given (then the schema refuses
- * the former). A section left empty (`customization:` with its keys commented out) is left out, as
- * the original's pydantic reads None for an optional section.
+ * the former), and without its null settings (see withoutNulls).
  */
 function withSpecNames(document: unknown): unknown {
-  if (!isRecord(document)) return document;
-  const sections = Object.fromEntries(Object.entries(document).filter(([, section]) => section !== null));
+  const sections = withoutNulls(document);
+  if (!isRecord(sections)) return sections;
   renamed(sections, FORMER_NAMES);
   for (const { section, former, name } of FORMER_KEYS) {
     let target: unknown = sections;
@@ -130,6 +129,18 @@ function withSpecNames(document: unknown): unknown {
     if (isRecord(target)) renamed(target, { [former]: name });
   }
   return sections;
+}
+
+/**
+ * `value` with every null setting left out, at any depth: a section or key left empty (`customization:`
+ * with its keys commented out), or written as null (as a pydantic model dumps its unset fields),
+ * means what leaving it out means, as the original's pydantic reads None for its Optional fields.
+ * A setting that may not be left out is then refused as missing.
+ */
+function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (!isRecord(value)) return value;
+  return Object.fromEntries(Object.entries(value).flatMap(([key, setting]) => (setting === null ? [] : [[key, withoutNulls(setting)]])));
 }
 
 /** SPEC's name of the setting `key` names under `section` when it is one of the original's former names. */

@@ -217,9 +217,11 @@ export const InferenceBackendSchema = z.strictObject({
   max_retries: int(0).default(5),
   retry_delay: numeric(z.number().min(0)).default(2),
   allow_degraded_mode: flag().default(false),
+  /** The original pinned its backend connection's TLS version and ciphers; a Worker's fetch cannot (inert). */
+  tls_security_profile: z.strictObject({ type: nonEmpty().optional(), minTLSVersion: nonEmpty().optional(), ciphers: z.array(nonEmpty()).optional() }).optional(),
   config: z
     .strictObject({
-      baseline: z.enum(["default", "empty"]).default("default"),
+      baseline: z.enum(["default", "empty", "byo-llm"]).default("default"),
       profile: nonEmpty().optional(),
       native_override: z.record(z.string(), z.unknown()).optional(),
     })
@@ -917,6 +919,14 @@ export const AzureEntraIdSchema = z.strictObject({
 
 export const SkillsSchema = z.strictObject({ paths: z.array(nonEmpty()).default([]) });
 
+/** The original's newer releases delegate to remote A2A agents as tools; validated only (inert). */
+export const A2AAgentsSchema = z.strictObject({
+  agents: z
+    .array(z.strictObject({ name: nonEmpty(), url: httpUrl(), auth_token: secret().optional(), timeout: seconds().optional(), max_retries: int(0).optional() }))
+    .default([])
+    .superRefine(uniqueNames((agent) => agent.name, "name", "agent name")),
+});
+
 // ---------------------------------------------------------------------------------------------
 // The document
 // ---------------------------------------------------------------------------------------------
@@ -950,6 +960,7 @@ export const ConfigSchema = z
     deployment_environment: nonEmpty().default("development"),
     azure_entra_id: AzureEntraIdSchema.optional(),
     skills: SkillsSchema.prefault({}),
+    a2a_agents: A2AAgentsSchema.optional(),
     shields: ShieldsSchema,
   })
   .superRefine((config, ctx) => {
