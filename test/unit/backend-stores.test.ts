@@ -1,7 +1,10 @@
 // The backend's store list behind the tool strategy's fallback (worker/rag/backend-stores.ts): kept
 // per configuration for its TTL, refreshed when the gateway changed the stores, and never a reason
 // for a turn to fail. Against the scripted backend, which lists stores as OpenAI does.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { LIST_TIMEOUT_MS } from "../../worker/backends/provider-models.ts";
 import { buildBackends, type Backends } from "../../worker/backends/providers.ts";
 import { parseConfig } from "../../worker/config/load.ts";
 import { forgetListedStores, listedStores, STORE_LIST_TTL_MS } from "../../worker/rag/backend-stores.ts";
@@ -67,6 +70,22 @@ describe("the backend's store list", () => {
     await listedStores(backends);
     expect(listings() - before).toBe(4);
   });
+
+  it("waits for a store API that does not answer only as long as a probe, then goes on without it", async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    vi.spyOn(console, "warn").mockImplementation(() => undefined);
+    try {
+      const backends = backendsAt(`http://127.0.0.1:${(silent.address() as AddressInfo).port}/v1`);
+      const started = Date.now();
+      expect(await listedStores(backends)).toBeNull();
+      expect(Date.now() - started).toBeGreaterThanOrEqual(LIST_TIMEOUT_MS - 100);
+      expect(Date.now() - started).toBeLessThan(LIST_TIMEOUT_MS + 3_000);
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+  }, 15_000);
 
   it("is null, logged, when the backend has no such list or is down, and not asked again within the TTL", async () => {
     const warned = vi.spyOn(console, "warn").mockImplementation(() => undefined);

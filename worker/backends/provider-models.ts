@@ -22,7 +22,7 @@ const FAILURE_TTL_MS = 15_000;
  * A listing's bound when it must not wait for one backend: probes, and listings across several
  * backends. A lone backend is listed with its client's own time-out and retries, as before.
  */
-const LIST_TIMEOUT_MS = 5_000;
+export const LIST_TIMEOUT_MS = 5_000;
 
 export interface ProviderListing {
   backend: Backend;

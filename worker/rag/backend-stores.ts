@@ -4,6 +4,7 @@
 // list is kept per isolate for STORE_LIST_TTL_MS (README "Knowledge"), so a turn costs no extra
 // round trip to the backend but the first of each period. A store created or deleted through this
 // gateway refreshes the list at once; one made on the backend directly shows within that time.
+import { LIST_TIMEOUT_MS } from "../backends/provider-models.ts";
 import type { Backends } from "../backends/providers.ts";
 import { log } from "../log.ts";
 
@@ -49,7 +50,8 @@ async function listStores(backends: Backends): Promise<string[] | null> {
   const backend = backends.apis.vector_stores;
   if (!backend) return null;
   try {
-    const page = await backend.client.vectorStores.list({ limit: MAX_LISTED_STORES }, { maxRetries: 0 });
+    // Bounded as a probe is: a store API that hangs costs a turn this much once per TTL, not its whole time-out.
+    const page = await backend.client.vectorStores.list({ limit: MAX_LISTED_STORES }, { maxRetries: 0, timeout: Math.min(LIST_TIMEOUT_MS, backend.timeoutMs) });
     return page.data.slice(0, MAX_LISTED_STORES).map((store) => store.id);
   } catch (error) {
     log.warn(`knowledge: could not list the stores of provider "${backend.id}" for the file_search tool; offering the configured stores only`, error);
