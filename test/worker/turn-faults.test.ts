@@ -66,9 +66,18 @@ describe("a backend that refuses the call", () => {
       expect([marker, query.status, query.body.detail.response]).toEqual([marker, status, response]);
       const responses = await callJson<{ detail: { response: string } }>("/v1/responses", { json: { input: `refused ${marker}` }, user: "refused" });
       expect([marker, responses.status, responses.body.detail.response]).toEqual([marker, status, response]);
-      // Refused before anything was streamed: the status itself.
-      const stream = await callJson<{ detail: { response: string } }>("/v1/streaming_query", { json: { query: `refused ${marker}` }, user: "refused" });
-      expect([marker, stream.status, stream.body.detail.response]).toEqual([marker, status, response]);
+      // Refused before anything was streamed: the status itself, but for a question too long for
+      // the model, which the original's stream tells in an error event (UPSTREAM "Compaction").
+      const streamed = await call("/v1/streaming_query", { json: { query: `refused ${marker}` }, user: "refused" });
+      if (status === 413) {
+        expect(streamed.status).toBe(200);
+        const events = await queryEvents(streamed);
+        expect(events.map((event) => event.event)).toEqual(["start", "error"]);
+        expect(events[1]!.data).toEqual({ status_code: 413, response, cause: "The input exceeds the context window size of model 'scripted/parley-small'." });
+      } else {
+        const stream = (await streamed.json()) as { detail: { response: string } };
+        expect([marker, streamed.status, stream.detail.response]).toEqual([marker, status, response]);
+      }
     }
     // A 4xx's cause says what the backend rejected; a 5xx's leaves the backend's words out.
     const rejected = await callJson<{ detail: { cause: string } }>("/v1/query", { json: { query: "refused #status=400" }, user: "refused" });
@@ -328,9 +337,20 @@ describe("questions larger than the model or the storage take", () => {
   it("refuses input beyond the model's context window with 413, without calling it", async () => {
     const config = testConfig({ inference: { context_windows: { "scripted/parley-small": 50 } } });
     const marker = `window-${crypto.randomUUID()}`;
+    const cause = "The input exceeds the context window size of model 'scripted/parley-small'.";
     const response = await callJson<{ detail: Json }>("/v1/query", { json: { query: `${marker} ${"word ".repeat(100)}` }, user: "size", config });
     expect(response.status).toBe(413);
-    expect(response.body.detail).toEqual({ response: "Prompt is too long", cause: "The input exceeds the context window size of model 'scripted/parley-small'." });
+    expect(response.body.detail).toEqual({ response: "Prompt is too long", cause });
+    // A stream tells it in its error event, after the start event the original sends first.
+    const streamed = await call("/v1/streaming_query", { json: { query: `${marker} ${"word ".repeat(100)}` }, user: "size", config });
+    expect(streamed.status).toBe(200);
+    const events = await queryEvents(streamed);
+    expect(events).toEqual([
+      { event: "start", data: { conversation_id: expect.any(String), request_id: expect.any(String) } },
+      { event: "error", data: { status_code: 413, response: "Prompt is too long", cause } },
+    ]);
+    const text = await call("/v1/streaming_query", { json: { query: `${marker} ${"word ".repeat(100)}`, media_type: "text/plain" }, user: "size", config });
+    expect([text.status, await text.text()]).toEqual([200, "\n\n[error: Prompt is too long]"]);
     expect(await backendSaw(marker)).toBe(0);
   });
 

@@ -279,6 +279,22 @@ export interface TurnResult {
   referencedDocuments: ReferencedDocument[];
 }
 
+/** The result of a turn that failed without an answer: `user` its question, charged `tokens`. */
+export function failedResult(user: string, error: WireError, tokens = 0, availableQuotas: TurnResult["availableQuotas"] = {}): TurnResult {
+  return {
+    status: "failed",
+    response: null,
+    text: "",
+    inputTokens: tokens,
+    outputTokens: 0,
+    summary: { user, assistant: "", tool_calls: [], tool_results: [] },
+    error,
+    availableQuotas,
+    ragChunks: [],
+    referencedDocuments: [],
+  };
+}
+
 export type TurnEvent =
   | { type: "backend"; event: ResponseStreamEvent }
   /** The conversation was compacted before this turn (its older turns summarised). */

@@ -11,6 +11,7 @@ import { guard } from "../middleware.ts";
 import { AttachmentSchema, userMessage } from "../turn/attachments.ts";
 import { conversationOfRequest } from "../turn/conversation-id.ts";
 import { targetConversation } from "../turn/conversations.ts";
+import { refusedStream } from "../turn/presenting.ts";
 import { planTurn } from "../turn/plan.ts";
 import { resolveSystemPrompt } from "../turn/system-prompt.ts";
 import { serverTools } from "../turn/tools.ts";
@@ -61,9 +62,17 @@ for (const prefix of ["/v1", "/v2", ""]) {
   // bytes pass through here as they are.
   query.post(`${prefix}/streaming_query`, guard(ACTIONS.streamingQuery), turnBodyLimit(), async (c) => {
     const body = await readJson(c, QueryRequestSchema);
-    const turn = await startTurn(c.env, await planQueryTurn(c, body, true), turnClient(c));
+    const plan = await planQueryTurn(c, body, true);
     const presentation = presentationOf(body);
-    const stream = passedOn(turn, presentation);
+    let stream: ReadableStream<Uint8Array>;
+    try {
+      stream = passedOn(await startTurn(c.env, plan, turnClient(c)), presentation);
+    } catch (error) {
+      // A question too long for the model (or for its conversation) is told inside the stream, as
+      // the original's is (presenting.ts refusedStream); every other refusal is the status itself.
+      if (!(error instanceof ApiError && error.status === 413)) throw error;
+      stream = new Blob([refusedStream(presentation, plan, error)]).stream();
+    }
     return presentation === "query-text" ? textStream(stream) : sse(stream);
   });
 }

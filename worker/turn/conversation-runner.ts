@@ -5,7 +5,7 @@
 // interrupt) reaches this object directly; the record store is fed from its outbox afterwards.
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
 import { CONVERSATION_DELETED, ConversationDurableObject, MAX_STORED_UNITS, MAX_WAITING_TURNS, MAX_WAITING_UNITS, type ApprovalCheck, type ConversationAccess, type NewApproval, type OutboxEntry } from "../../durable-objects/conversation-do.ts";
-import { shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
+import { failedResult, shownEvents, type StoredTurn, type TurnEvent, type TurnHead, type TurnPlan, type TurnResult, type TurnStart, type TurnStatus, type WireError } from "../domain/conversation.ts";
 import { writeTranscript, type TranscriptInput } from "../data/transcripts.ts";
 import { ApiError, errors } from "../errors.ts";
 import { log } from "../log.ts";
@@ -116,22 +116,6 @@ function eventChannel(presenter: TurnPresenter, gone: () => void, stopped: Abort
       await writing;
       await writer.close().catch(() => undefined);
     },
-  };
-}
-
-/** The result of a turn that failed without an answer, charged `tokens`. */
-function failedResult(plan: TurnPlan, error: WireError, tokens: number, availableQuotas: TurnResult["availableQuotas"]): TurnResult {
-  return {
-    status: "failed",
-    response: null,
-    text: "",
-    inputTokens: tokens,
-    outputTokens: 0,
-    summary: { user: plan.userText, assistant: "", tool_calls: [], tool_results: [] },
-    error,
-    availableQuotas,
-    ragChunks: [],
-    referencedDocuments: [],
   };
 }
 
@@ -339,7 +323,7 @@ export class ConversationDO extends ConversationDurableObject {
       if (started.ok) return;
       this.running.delete(requestId);
       release();
-      const failed = failedResult(plan, started.error, 0, {});
+      const failed = failedResult(plan.userText, started.error);
       await lines.send({ type: "finished", result: abort.signal.reason === INTERRUPTED ? { ...failed, status: "interrupted", error: null } : failed });
       await lines.close();
     })();
@@ -513,7 +497,7 @@ export class ConversationDO extends ConversationDurableObject {
         log.error(`conversation turn ${requestId} could not be recorded`, error);
         this.failRunning(requestId);
         const estimate = estimateTokens(inputBytes);
-        return failedResult(plan, wire(errors.internal("the answer could not be recorded")), estimate, remaining(admission.admitted, estimate));
+        return failedResult(plan.userText, wire(errors.internal("the answer could not be recorded")), estimate, remaining(admission.admitted, estimate));
       } finally {
         this.running.delete(requestId);
         release();

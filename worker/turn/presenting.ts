@@ -5,7 +5,7 @@
 // under Miniflare). The other endpoints' streams are presented by their adapters in the Worker
 // (turn-client.ts `presented`), which need what only the Worker holds (the request, telemetry).
 import { errors } from "../errors.ts";
-import type { Item, StreamPresentation, TurnEvent, TurnHead, WireError } from "../domain/conversation.ts";
+import { failedResult, type Item, type StreamPresentation, type TurnEvent, type TurnHead, type WireError } from "../domain/conversation.ts";
 import { toolCall, toolResult } from "./summaries.ts";
 
 /** Where a presenter puts its text. */
@@ -57,8 +57,11 @@ export const EVENT_LINES: TurnPresenter = {
   transform: (event, out) => out.enqueue(`${JSON.stringify(event)}\n`),
 };
 
+/** What a streaming_query stream names of its turn. */
+type StreamIds = Pick<TurnHead, "conversationId" | "requestId">;
+
 /** The presenter of a stream the conversation's Durable Object sends in its endpoint's wire form. */
-export function streamPresenter(presentation: StreamPresentation, head: TurnHead): TurnPresenter {
+export function streamPresenter(presentation: StreamPresentation, head: StreamIds): TurnPresenter {
   switch (presentation) {
     case "query-sse":
       return queryEvents(head);
@@ -67,8 +70,18 @@ export function streamPresenter(presentation: StreamPresentation, head: TurnHead
   }
 }
 
+/**
+ * A whole stream for a turn refused before it ran, for the refusals the original reports inside its
+ * stream rather than by status: a prompt too long for the model (UPSTREAM "Compaction": its
+ * backend reports the context length mid-stream, so the client gets 200 and an `error` event).
+ */
+export function refusedStream(presentation: StreamPresentation, ids: StreamIds, error: WireError): string {
+  const form = presenting(streamPresenter(presentation, ids));
+  return form.start() + form.events([{ type: "finished", result: failedResult("", error) }]) + form.end();
+}
+
 /** REFERENCE's streaming_query events: `data: {"event", "data"}` lines, no `event:` line. */
-function queryEvents(turn: TurnHead): TurnPresenter {
+function queryEvents(turn: StreamIds): TurnPresenter {
   let tokenId = 0;
   let ended = false;
   const line = (event: string, data: unknown, extra: Record<string, unknown> = {}) =>
