@@ -137,8 +137,9 @@ describe("agent card", () => {
       url: "http://127.0.0.1:8080/a2a",
       protocolVersion: "0.3.0",
       capabilities: { streaming: true },
-      securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
     });
+    // The bundled card goes with the bundled noop module: it asks for no credentials.
+    expect(body.security).toBeUndefined();
     expect(body.skills[0]!.id).toBe("answer-questions");
 
     const custom = testConfig({ customization: { agent_card_config: { ...CARD, protocolVersion: "0.3.1" } } });
@@ -558,9 +559,10 @@ describe("JSON-RPC errors (always HTTP 200)", () => {
     }
   });
 
-  it("-32602 for parts that are not A2A's text, file or data parts", async () => {
+  it("-32602 for no parts, and for parts that are not A2A's text, file or data parts", async () => {
     const a2a = await client();
     const parts = [
+      [],
       [{ kind: "image", url: "x" }],
       [{ kind: "file" }],
       [{ kind: "file", file: { mimeType: "text/plain" } }],

@@ -49,7 +49,7 @@ const MessageSchema = z.looseObject({
   kind: nullish(z.literal("message")),
   messageId: z.string().min(1),
   role: z.literal("user"),
-  parts: z.array(PartSchema),
+  parts: z.array(PartSchema).min(1, "a message needs at least one part"),
   contextId: nullish(z.string().min(1).max(MAX_CONTEXT_ID)),
   taskId: nullish(z.string().min(1)),
   metadata: nullish(TurnMetadataSchema),
