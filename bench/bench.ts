@@ -35,10 +35,11 @@ import {
  * object's thread what a local fsync does here. miniflare-direct: state on disk, and requests reach
  * the gateway as they do on Cloudflare with `run_worker_first = true` (AssetsRouting "direct"):
  * Miniflare's emulation of `[assets]` puts two more Workers in front of every request on the same
- * thread, which the platform does not charge to the Worker.
+ * thread, which the platform does not charge to the Worker. miniflare-direct-tmpfs: both, routed as
+ * on Cloudflare with the state on tmpfs: neither of the two local costs the platform does not have.
  */
-export type Mode = "miniflare" | "miniflare-direct" | "miniflare-tmpfs" | "wrangler-dev";
-export const MODES: readonly Mode[] = ["miniflare", "miniflare-direct", "miniflare-tmpfs", "wrangler-dev"];
+export type Mode = "miniflare" | "miniflare-direct" | "miniflare-tmpfs" | "miniflare-direct-tmpfs" | "wrangler-dev";
+export const MODES: readonly Mode[] = ["miniflare", "miniflare-direct", "miniflare-tmpfs", "miniflare-direct-tmpfs", "wrangler-dev"];
 
 export interface BenchOptions {
   modes: Mode[];
@@ -68,7 +69,7 @@ export interface BenchOptions {
 }
 
 export const DEFAULT_OPTIONS: BenchOptions = {
-  modes: ["miniflare", "miniflare-direct", "miniflare-tmpfs", "wrangler-dev"],
+  modes: ["miniflare", "miniflare-direct", "miniflare-tmpfs", "miniflare-direct-tmpfs", "wrangler-dev"],
   concurrency: [1, 10, 50],
   turnsPerConnection: 100,
   rounds: 4,
@@ -273,12 +274,13 @@ async function miniflareTargets(
   floorBundle: Bundle,
   vars: { gateway: Record<string, string>; floor: Record<string, string> },
 ): Promise<TargetPair> {
-  const state = mode === "miniflare-tmpfs" ? await tmpfsState("gateway") : {};
+  const state = mode.endsWith("-tmpfs") ? await tmpfsState(`gateway-${mode}`) : {};
+  const assetsRouting = mode.startsWith("miniflare-direct") ? "direct" : "miniflare";
   const pair = await sampleStartups(mode, startup, options.startupSamples, async (which) => {
     const began = performance.now();
     const target =
       which === "gateway"
-        ? await startMiniflare("parley", GATEWAY_CONFIG, gatewayBundle.file, vars.gateway, { ...state, assetsRouting: mode === "miniflare-direct" ? "direct" : "miniflare" })
+        ? await startMiniflare("parley", GATEWAY_CONFIG, gatewayBundle.file, vars.gateway, { ...state, assetsRouting })
         : await startMiniflare("parley-bench-floor", FLOOR_CONFIG, floorBundle.file, vars.floor);
     const ready = await waitForOk(`${target.url}/liveness`, 60_000);
     return { target, ms: ready - began };
@@ -313,6 +315,10 @@ const STARTUP_HOW: Record<Mode, Record<"gateway" | "floor", string>> = {
   },
   "miniflare-tmpfs": {
     gateway: "new Miniflare(bundle), state on tmpfs, until GET /liveness answers 200",
+    floor: "new Miniflare(bundle) until GET /liveness answers 200",
+  },
+  "miniflare-direct-tmpfs": {
+    gateway: "new Miniflare(bundle, its assets binding bound directly), state on tmpfs, until GET /liveness answers 200",
     floor: "new Miniflare(bundle) until GET /liveness answers 200",
   },
   "wrangler-dev": {

@@ -62,8 +62,9 @@ export function renderRun(report: BenchReport, command: string): string {
         "default, where every commit is written through with fsync; `miniflare-tmpfs` keeps the same files on tmpfs (/dev/shm): SQLite's " +
         "work without this machine's disk. On Cloudflare a commit is confirmed by replication, which costs latency but not the object's thread. " +
         "`miniflare-direct` keeps the state on disk and lets requests reach the gateway as Cloudflare does with `run_worker_first = true`: " +
-        "the Worker first, its assets binding (`CONFIG_FILES`) a service binding to a Worker serving only the files; in the other two, " +
-        "Miniflare's emulation of `[assets]` runs its router and RPC-proxy Workers in front of every request on the same thread.",
+        "the Worker first, its assets binding (`CONFIG_FILES`) a service binding to a Worker serving only the files; in `miniflare` and " +
+        "`miniflare-tmpfs`, Miniflare's emulation of `[assets]` runs its router and RPC-proxy Workers in front of every request on the same " +
+        "thread. `miniflare-direct-tmpfs` is routed directly with its state on tmpfs: neither local cost that the platform does not have.",
     );
   }
   if (options.backend.tokenDelayMs > 0) {
@@ -158,11 +159,12 @@ function ttftLine(row: TtftRow): string {
   return `| ${row.mode} | ${row.endpoint} | ${ms(floor.ttftP50)} | ${ms(gateway.ttftP50)} | ${signed(gateway.ttftP50 - floor.ttftP50)} | ${ms(floor.ttftP99)} | ${ms(gateway.ttftP99)} | ${signed(gateway.ttftP99 - floor.ttftP99)} | ${ms(floor.totalP50)} / ${ms(gateway.totalP50)} | ${gateway.ok}/${gateway.samples} |`;
 }
 
-/** Where the targets are read: Miniflare with its state on disk, and on tmpfs (see Mode). */
+/** Where the targets are read: each Miniflare runtime (see Mode). */
 const TARGET_MODES = [
   { mode: "miniflare", label: "state on disk" },
   { mode: "miniflare-direct", label: "state on disk, routed as on Cloudflare" },
   { mode: "miniflare-tmpfs", label: "state on tmpfs" },
+  { mode: "miniflare-direct-tmpfs", label: "state on tmpfs, routed as on Cloudflare" },
 ] as const;
 
 function targetLines(report: BenchReport): string[] {

@@ -9,7 +9,7 @@ import { ROOT } from "./targets.ts";
 
 const HELP = `npm run bench -- [options]            (environment variable in brackets)
   --modes LIST               miniflare,miniflare-direct,miniflare-tmpfs,    [BENCH_MODES]
-                             wrangler-dev
+                             miniflare-direct-tmpfs,wrangler-dev
   --concurrency LIST         connections per load run, default 1,10,50      [BENCH_CONCURRENCY]
   --turns N                  requests per connection per load run, 100      [BENCH_TURNS]
   --rounds N                 floor/gateway rounds per load run, 4           [BENCH_ROUNDS]

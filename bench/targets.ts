@@ -118,7 +118,7 @@ export async function buildBundle(dir: string, options: { config: string; entry?
 // ---------------------------------------------------------------------------------------------
 // Miniflare
 
-/** Where the miniflare-tmpfs runtime and the floor variants' second run keep state: no disk I/O per commit. */
+/** Where the tmpfs runtimes and the floor variants' second run keep state: no disk I/O per commit. */
 const TMPFS = "/dev/shm";
 
 /**
@@ -126,7 +126,7 @@ const TMPFS = "/dev/shm";
  * one per-process root that `removeTmpfsState` deletes).
  */
 export async function tmpfsState(name: string): Promise<{ resourcePersistencePath: string }> {
-  if (!existsSync(TMPFS)) throw new Error(`state on tmpfs needs ${TMPFS}: leave out the miniflare-tmpfs mode (--modes) and the profile (--no-profile)`);
+  if (!existsSync(TMPFS)) throw new Error(`state on tmpfs needs ${TMPFS}: leave out the modes miniflare-tmpfs and miniflare-direct-tmpfs (--modes) and the profile (--no-profile)`);
   const path = join(tmpfsRoot(), name);
   await mkdir(path, { recursive: true });
   return { resourcePersistencePath: path };
