@@ -62,10 +62,11 @@ export function runtimeEnv(env: Env, configText: string | null): Env {
  * A turn answered in one piece leaves its running marker once it has run this long after its model
  * call left. Its client sees nothing until the answer, so a restart before then only fails its
  * request, as a restart before the call does; a turn that answers sooner costs one commit (fsync'd)
- * instead of two. A stream's marker is left the moment the call has gone (in the same step, not on a
- * timer: the call is past the output gate already, and the commit then runs beside the backend's
- * first bytes, about 0.35 ms less time to first token under Miniflare than a timer's turn later),
- * and in any case before its client sees any of it.
+ * instead of two. A stream's marker is left the moment the call has gone, in the same step rather
+ * than a timer's turn later: fetch() takes its place at the output gate when it is called (workerd
+ * waits only for locks taken before), so the write does not hold the call, and its commit runs
+ * beside the backend's first bytes (about 0.35 ms less time to first token under Miniflare). In any
+ * case it is down before its client sees any of the stream.
  */
 const JSON_MARKER_DELAY_MS = 100;
 /** Lines waiting for the reader beyond this many UTF-16 units hold the turn back (backpressure). */
