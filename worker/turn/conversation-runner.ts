@@ -525,7 +525,8 @@ export class ConversationDO extends ConversationDurableObject {
       besideAnswer = wantsTopic && !plan.streaming ? topic() : null;
 
       if (!plan.streaming) return { ok: true, head, result: finish(await read(async () => undefined)) };
-      // Down before the client sees anything of the stream (its head goes back with this call).
+      // Down already once its model call left; a turn that made none (a shield refused the question)
+      // leaves it here, before its client sees anything of the stream (its head goes back with this call).
       marker.now();
 
       // A stream: its events go back while the turn runs, `finished` last, as NDJSON lines or in the
